@@ -3,7 +3,7 @@
 function(flint_set_options target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
-    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+    -Woverloaded-virtual -Wimplicit-fallthrough
     -Wno-missing-field-initializers)
   if(FLINT_NATIVE AND NOT FLINT_FUZZ_ONLY)
     target_compile_options(${target} PRIVATE -march=native)
@@ -26,7 +26,8 @@ function(flint_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_definitions(${name} PRIVATE
     FLINT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    FLINT_NPM_DIR="${FLINT_NPM_DIR}")
+    FLINT_NPM_DIR="${FLINT_NPM_DIR}"
+    FLINT_TEST_CACHE_DIR="${PROJECT_BINARY_DIR}/test-cache")
   flint_set_options(${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)

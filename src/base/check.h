@@ -10,12 +10,12 @@ namespace flint::detail {
 }  // namespace flint::detail
 
 // FLINT_CHECK(cond) or FLINT_CHECK(cond, "format {}", args...): aborts with file:line.
-#define FLINT_CHECK(cond, ...)                                                             \
-  do {                                                                                     \
-    if (!(cond)) [[unlikely]] {                                                            \
-      ::flint::detail::check_failed(__FILE__, __LINE__, #cond,                             \
-                                    ::flint::detail::check_message(__VA_ARGS__));          \
-    }                                                                                      \
+#define FLINT_CHECK(cond, ...)                                                    \
+  do {                                                                            \
+    if (!(cond)) [[unlikely]] {                                                   \
+      ::flint::detail::check_failed(__FILE__, __LINE__, #cond,                    \
+                                    ::flint::detail::check_message(__VA_ARGS__)); \
+    }                                                                             \
   } while (0)
 
 #ifdef NDEBUG

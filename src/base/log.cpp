@@ -32,8 +32,9 @@ void init_logging(std::string_view level) {
       return;
     }
   }
-  throw Error("unknown log level '{}': expected trace, debug, info, warning, error, critical or off",
-              level);
+  throw Error(
+      "unknown log level '{}': expected trace, debug, info, warning, error, critical or off",
+      level);
 }
 
 }  // namespace flint

@@ -44,8 +44,8 @@ void ProgressBar::draw(uint64_t done) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar.resize(kWidth, '.');
-  std::string line = fmt::format("\r{} [{}] {:5.1f}% {} / {} {:.1f}s", label_, bar, fraction * 100.0,
-                                 format_bytes(static_cast<double>(done)),
+  std::string line = fmt::format("\r{} [{}] {:5.1f}% {} / {} {:.1f}s", label_, bar,
+                                 fraction * 100.0, format_bytes(static_cast<double>(done)),
                                  format_bytes(static_cast<double>(total_)), seconds);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);

@@ -30,7 +30,9 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
   return out;
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) { return text.starts_with(prefix); }
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.starts_with(prefix);
+}
 bool ends_with(std::string_view text, std::string_view suffix) { return text.ends_with(suffix); }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -75,8 +77,8 @@ std::vector<int64_t> parse_int_list(std::string_view text, std::string_view what
     int64_t value = 0;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
-      throw Error("{}: '{}' is not an integer (expected a comma-separated list like 0,15,27)",
-                  what, item);
+      throw Error("{}: '{}' is not an integer (expected a comma-separated list like 0,15,27)", what,
+                  item);
     }
     values.push_back(value);
   }

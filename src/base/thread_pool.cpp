@@ -98,7 +98,8 @@ ThreadPool& thread_pool() {
 }
 
 void set_thread_count(std::size_t threads) {
-  pool_slot() = std::make_unique<ThreadPool>(threads == 0 ? std::thread::hardware_concurrency() : threads);
+  pool_slot() =
+      std::make_unique<ThreadPool>(threads == 0 ? std::thread::hardware_concurrency() : threads);
 }
 
 }  // namespace flint

@@ -40,8 +40,8 @@ class ThreadPool {
   const std::function<void(std::size_t, std::size_t)>* body_ = nullptr;
   std::size_t n_ = 0;
   std::size_t chunk_ = 1;
-  std::size_t next_ = 0;       // next chunk start, guarded by mutex_
-  std::size_t busy_ = 0;       // workers inside the current job
+  std::size_t next_ = 0;  // next chunk start, guarded by mutex_
+  std::size_t busy_ = 0;  // workers inside the current job
   std::size_t generation_ = 0;
   bool stop_ = false;
 };

@@ -34,6 +34,6 @@ inline constexpr int kExitUsage = 2;
 
 #define FLINT_COMMAND_CONCAT_(a, b) a##b
 #define FLINT_COMMAND_CONCAT(a, b) FLINT_COMMAND_CONCAT_(a, b)
-#define FLINT_COMMAND(name, summary, fn)                              \
+#define FLINT_COMMAND(name, summary, fn)                                        \
   static const bool FLINT_COMMAND_CONCAT(flint_command_registered_, __LINE__) = \
       ::flint::cli::register_command({name, summary, fn})

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "cli/command.h"
+#include "cli/flags.h"
 
 namespace flint::cli {
 
@@ -40,7 +41,8 @@ int run_main(int argc, char** argv) {
     return kExitOk;
   }
   const auto& all = commands();
-  auto it = std::find_if(all.begin(), all.end(), [&](const Command& c) { return c.name == args[0]; });
+  auto it =
+      std::find_if(all.begin(), all.end(), [&](const Command& c) { return c.name == args[0]; });
   if (it == all.end()) {
     std::vector<std::string> names;
     for (const auto& c : all) names.emplace_back(c.name);
@@ -52,6 +54,10 @@ int run_main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     return it->run(rest);
+  } catch (const UsageError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "flint {}: usage error: {}\n", it->name, e.what());
+    return kExitUsage;
   } catch (const Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "flint {}: error: {}\n", it->name, e.what());

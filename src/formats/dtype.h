@@ -13,7 +13,19 @@
 namespace flint {
 
 enum class DType : uint8_t {
-  F64, F32, F16, BF16, F8_E4M3, F8_E5M2, F8_E8M0, I64, I32, I16, I8, U8, BOOL,
+  F64,
+  F32,
+  F16,
+  BF16,
+  F8_E4M3,
+  F8_E5M2,
+  F8_E8M0,
+  I64,
+  I32,
+  I16,
+  I8,
+  U8,
+  BOOL,
 };
 
 // Bytes per element (F8_* and I8/U8/BOOL: 1).

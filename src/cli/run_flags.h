@@ -1,0 +1,25 @@
+// Flags shared by the commands that run the model (logits, generate, ...):
+// --threads, --log-level, --quant-simulation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cli/flags.h"
+#include "model/linear.h"
+
+namespace flint::cli {
+
+struct RunFlags {
+  int64_t threads = 0;  // 0: one per core
+  std::string log_level = "info";
+  std::string quant_simulation = "official";
+
+  void add_to(FlagParser& parser);
+  // Applies threads and log level; returns the parsed quantisation mode (UsageError if bad).
+  QuantSimulation apply() const;
+};
+
+QuantSimulation parse_quant_simulation(const std::string& text);
+
+}  // namespace flint::cli

@@ -1,0 +1,45 @@
+// WeightMatrix: a 2-D weight [rows, cols] (stored [out, in], as checkpoints do) in one of
+// the formats DeepSeek-V4 checkpoints use, viewed in place (usually inside an mmap).
+//
+// This is the format interface: model code holds WeightMatrix objects and hands them to
+// kernels (kernels/matmul.h), which pick the arithmetic for the format. Model code never
+// branches on FP8 vs FP4.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "formats/dtype.h"
+
+namespace flint {
+
+enum class WeightFormat : uint8_t {
+  kF32,          // float32 [rows, cols]
+  kBF16,         // bfloat16 [rows, cols]
+  kFp8Block128,  // E4M3 [rows, cols] + one scale per 128x128 block:
+                 //   [ceil(rows/128), ceil(cols/128)], E8M0 or float32 (the -Base experts)
+  kFp4Mx32,      // E2M1 packed two per byte [rows, cols/2] (low nibble = even column)
+                 //   + one E8M0 scale per 32 columns: [rows, cols/32]
+};
+
+std::string_view weight_format_name(WeightFormat format);
+
+struct WeightMatrix {
+  WeightFormat format = WeightFormat::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const std::byte* data = nullptr;   // not owned
+  const std::byte* scale = nullptr;  // not owned; null for kF32 / kBF16
+  DType scale_dtype = DType::F8_E8M0;
+
+  bool empty() const { return data == nullptr; }
+  // Bytes of data plus scales (what a matmul streams from memory).
+  uint64_t nbytes() const;
+  // Writes rows [row_begin, row_end) as float32 to `out` ((row_end - row_begin) * cols).
+  void dequantize_rows(int64_t row_begin, int64_t row_end, float* out) const;
+  // A view of rows [row_begin, row_end): row_begin must be a multiple of 128 for kFp8Block128.
+  WeightMatrix row_slice(int64_t row_begin, int64_t row_end) const;
+};
+
+}  // namespace flint

@@ -1,0 +1,20 @@
+// Simulated low-precision rounding of activations ("fake quantisation"): each block of
+// `block` consecutive values gets a power-of-two scale s = 2^ceil(log2(amax / max_code)),
+// values become round(x / s) in the target format (clamped to its range) times s.
+// This is what DeepSeek's act_quant / fp4_act_quant kernels do with inplace=True and
+// ue8m0 scales; amax is floored (1e-4 for FP8, 6 * 2^-126 for FP4) as there.
+#pragma once
+
+#include <cstdint>
+
+namespace flint::kernels {
+
+// FP8 E4M3 (max 448). n must be a multiple of block.
+void round_fp8_blocks(float* x, int64_t n, int64_t block);
+// FP4 E2M1 (max 6). n must be a multiple of block.
+void round_fp4_blocks(float* x, int64_t n, int64_t block);
+
+// The power-of-two scale for a block with absolute maximum amax (>= the floor).
+float pow2_scale(float amax, float max_code);
+
+}  // namespace flint::kernels

@@ -1,0 +1,246 @@
+#include "model/deepseek_v4/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/thread_pool.h"
+#include "kernels/hadamard.h"
+#include "kernels/matmul.h"
+#include "kernels/norm.h"
+#include "kernels/quant_round.h"
+#include "kernels/rope.h"
+#include "kernels/softmax.h"
+#include "kernels/topk.h"
+#include "model/deepseek_v4/compressor.h"
+
+namespace flint::dsv4 {
+
+LayerRope layer_rope(const Config& c, int64_t compress_ratio) {
+  LayerRope rope;
+  if (compress_ratio > 0 && c.rope_scaling) {
+    const RopeScaling& y = *c.rope_scaling;
+    rope.inv_freq =
+        kernels::yarn_inv_freq(c.qk_rope_head_dim, c.compress_rope_theta, y.factor,
+                               y.original_max_position_embeddings, y.beta_fast, y.beta_slow);
+  } else {
+    rope.inv_freq = kernels::rope_inv_freq(
+        c.qk_rope_head_dim, compress_ratio > 0 ? c.compress_rope_theta : c.rope_theta);
+  }
+  return rope;
+}
+
+namespace {
+
+// Rotates the last rope_dim dims of `rows` vectors (stride `stride`, vector width `dim`) at
+// positions pos0 + i / per_position.
+void rope_rows(float* x, int64_t rows, int64_t per_position, int64_t stride, int64_t dim,
+               int64_t rope_dim, int64_t pos0, const LayerRope& rope, bool inverse) {
+  std::vector<float> cos(static_cast<size_t>(rope_dim / 2)), sin(cos.size());
+  int64_t last_pos = -1;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t pos = pos0 + i / per_position;
+    if (pos != last_pos) {
+      kernels::rope_cos_sin(rope.inv_freq, pos, cos.data(), sin.data());
+      last_pos = pos;
+    }
+    kernels::apply_rope(x + i * stride + dim - rope_dim, cos.data(), sin.data(), rope_dim / 2,
+                        inverse);
+  }
+}
+
+// Everything computed for all rows of the batch before the per-sequence attention.
+struct Projections {
+  std::vector<float> qr;            // [N, q_lora_rank], normalised low-rank query
+  std::vector<float> q;             // [N, heads, head_dim]
+  std::vector<float> kv;            // [N, head_dim]
+  std::vector<float> ckv, cgate;    // [N, width] compressor projections
+  std::vector<float> iq;            // [N, index_heads, index_head_dim]
+  std::vector<float> iw;            // [N, index_heads]
+  std::vector<float> ickv, icgate;  // [N, 2 * index_head_dim]
+};
+
+}  // namespace
+
+void attention_forward(const AttentionWeights& w, const Config& c, const LayerRope& rope,
+                       std::span<const Segment> segments, const float* x, int64_t N, float* out,
+                       QuantSimulation sim) {
+  const int64_t heads = c.num_attention_heads, hd = c.head_dim, rd = c.qk_rope_head_dim;
+  const int64_t win = c.sliding_window, ratio = w.compress_ratio;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const bool official = sim == QuantSimulation::kOfficial;
+  Projections p;
+
+  // 1. Token-parallel projections of the whole batch.
+  std::vector<float> qa(static_cast<size_t>(N * c.q_lora_rank));
+  w.wq_a.forward(x, N, qa.data(), sim);
+  p.qr.resize(qa.size());
+  kernels::rms_norm(qa.data(), w.q_norm.data(), N, c.q_lora_rank, eps, p.qr.data());
+  p.q.resize(static_cast<size_t>(N * heads * hd));
+  w.wq_b.forward(p.qr.data(), N, p.q.data(), sim);
+  kernels::rms_norm(p.q.data(), nullptr, N * heads, hd, eps, p.q.data());
+  p.kv.resize(static_cast<size_t>(N * hd));
+  w.wkv.forward(x, N, p.kv.data(), sim);
+  kernels::rms_norm(p.kv.data(), w.kv_norm.data(), N, hd, eps, p.kv.data());
+  if (ratio > 0) {
+    const CompressorWeights& cw = *w.compressor;
+    p.ckv.resize(static_cast<size_t>(N * cw.wkv.out_features()));
+    p.cgate.resize(p.ckv.size());
+    cw.wkv.forward(x, N, p.ckv.data(), sim);
+    cw.wgate.forward(x, N, p.cgate.data(), sim);
+  }
+  if (w.indexer) {
+    const IndexerWeights& iw = *w.indexer;
+    const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+    p.iq.resize(static_cast<size_t>(N * ih * ihd));
+    iw.wq_b.forward(p.qr.data(), N, p.iq.data(), sim);
+    p.iw.resize(static_cast<size_t>(N * ih));
+    iw.weights_proj.forward(x, N, p.iw.data(), sim);
+    const float wscale =
+        1.0f / std::sqrt(static_cast<float>(ihd)) / std::sqrt(static_cast<float>(ih));
+    for (auto& v : p.iw) v *= wscale;
+    p.ickv.resize(static_cast<size_t>(N * iw.compressor.wkv.out_features()));
+    p.icgate.resize(p.ickv.size());
+    iw.compressor.wkv.forward(x, N, p.ickv.data(), sim);
+    iw.compressor.wgate.forward(x, N, p.icgate.data(), sim);
+  }
+
+  // 2. Position-dependent parts, per segment: RoPE, KV rounding, compressors.
+  std::vector<float> o(static_cast<size_t>(N * heads * hd), 0.0f);
+  for (const Segment& seg : segments) {
+    LayerState& st = *seg.state;
+    float* q = p.q.data() + seg.row * heads * hd;
+    float* kv = p.kv.data() + seg.row * hd;
+    rope_rows(q, seg.n * heads, heads, hd, hd, rd, seg.pos0, rope, false);
+    rope_rows(kv, seg.n, 1, hd, hd, rd, seg.pos0, rope, false);
+    if (official) {  // the KV's non-rope dims were trained through FP8 (blocks of 64)
+      for (int64_t t = 0; t < seg.n; ++t) kernels::round_fp8_blocks(kv + t * hd, hd - rd, 64);
+    }
+    CompressorRope crope{&rope.inv_freq, rd};
+    if (ratio > 0) {
+      compress_tokens(*w.compressor, st.compressor, p.ckv.data() + seg.row * st.compressor.width,
+                      p.cgate.data() + seg.row * st.compressor.width, seg.n, seg.pos0, crope, false,
+                      eps, sim, st.entries);
+    }
+    if (w.indexer) {
+      const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+      float* iq = p.iq.data() + seg.row * ih * ihd;
+      rope_rows(iq, seg.n * ih, ih, ihd, ihd, rd, seg.pos0, rope, false);
+      for (int64_t k = 0; k < seg.n * ih; ++k) {
+        kernels::hadamard_transform(iq + k * ihd, ihd, 1.0f / std::sqrt(static_cast<float>(ihd)));
+        if (official) kernels::round_fp4_blocks(iq + k * ihd, ihd, 32);
+      }
+      compress_tokens(w.indexer->compressor, st.index_compressor,
+                      p.ickv.data() + seg.row * st.index_compressor.width,
+                      p.icgate.data() + seg.row * st.index_compressor.width, seg.n, seg.pos0, crope,
+                      true, eps, sim, st.index_keys);
+    }
+
+    // 3. Keys visible to the chunk: the window history before pos0 (from the ring), then
+    // the chunk's own rows. local[i] holds position first_pos + i.
+    const int64_t first_pos = std::max<int64_t>(0, seg.pos0 - win + 1);
+    const int64_t n_local = seg.pos0 + seg.n - first_pos;
+    std::vector<float> local(static_cast<size_t>(n_local * hd));
+    for (int64_t pos = first_pos; pos < seg.pos0; ++pos) {
+      std::memcpy(&local[static_cast<size_t>((pos - first_pos) * hd)],
+                  &st.window[static_cast<size_t>((pos % win) * hd)],
+                  static_cast<size_t>(hd) * sizeof(float));
+    }
+    std::memcpy(&local[static_cast<size_t>((seg.pos0 - first_pos) * hd)], kv,
+                static_cast<size_t>(seg.n * hd) * sizeof(float));
+
+    // 4. Compressed entries each token sees: all complete ones (ratio 128) or the indexer's
+    // top-k of them (ratio 4). Entry e is complete for the token at pos iff e < (pos+1)/ratio.
+    std::vector<std::vector<int32_t>> selected(static_cast<size_t>(seg.n));
+    if (ratio > 0) {
+      parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
+        std::vector<float> scores;
+        for (size_t t = b; t < e; ++t) {
+          const int64_t pos = seg.pos0 + static_cast<int64_t>(t);
+          const int64_t visible = (pos + 1) / ratio;
+          auto& sel = selected[t];
+          if (!w.indexer) {
+            sel.resize(static_cast<size_t>(visible));
+            for (int64_t k = 0; k < visible; ++k)
+              sel[static_cast<size_t>(k)] = static_cast<int32_t>(k);
+            continue;
+          }
+          const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+          const float* iq = p.iq.data() + (seg.row + static_cast<int64_t>(t)) * ih * ihd;
+          const float* iw = p.iw.data() + (seg.row + static_cast<int64_t>(t)) * ih;
+          scores.assign(static_cast<size_t>(visible), 0.0f);
+          for (int64_t k = 0; k < visible; ++k) {
+            const float* key = st.index_keys.data() + k * ihd;
+            float s = 0.0f;
+            for (int64_t h = 0; h < ih; ++h)
+              s += std::max(0.0f, kernels::dot(iq + h * ihd, key, ihd)) * iw[h];
+            scores[static_cast<size_t>(k)] = s;
+          }
+          kernels::topk(scores.data(), visible, c.index_topk, sel);
+        }
+      });
+    }
+
+    // 5. Attention per (token, head): window rows then selected entries; softmax with sink;
+    // the output is the weighted sum of the same vectors (K = V), then inverse RoPE.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    parallel_for(static_cast<size_t>(seg.n * heads), 1, [&](size_t b, size_t e) {
+      std::vector<float> scores;
+      std::vector<const float*> keys;
+      for (size_t item = b; item < e; ++item) {
+        const int64_t t = static_cast<int64_t>(item) / heads,
+                      h = static_cast<int64_t>(item) % heads;
+        const int64_t pos = seg.pos0 + t;
+        keys.clear();
+        for (int64_t kp = std::max(first_pos, pos - win + 1); kp <= pos; ++kp) {
+          keys.push_back(&local[static_cast<size_t>((kp - first_pos) * hd)]);
+        }
+        for (int32_t entry : selected[static_cast<size_t>(t)])
+          keys.push_back(st.entries.data() + entry * hd);
+        const float* qh = q + (t * heads + h) * hd;
+        scores.resize(keys.size());
+        for (size_t k = 0; k < keys.size(); ++k) scores[k] = kernels::dot(qh, keys[k], hd) * scale;
+        kernels::softmax_with_sink(scores.data(), static_cast<int64_t>(scores.size()),
+                                   w.attn_sink[static_cast<size_t>(h)]);
+        float* oh = o.data() + ((seg.row + t) * heads + h) * hd;
+        for (size_t k = 0; k < keys.size(); ++k) {
+          const float wk = scores[k];
+          const float* kv_row = keys[k];
+          for (int64_t d = 0; d < hd; ++d) oh[d] += wk * kv_row[d];
+        }
+      }
+    });
+    rope_rows(o.data() + seg.row * heads * hd, seg.n * heads, heads, hd, hd, rd, seg.pos0, rope,
+              true);
+
+    // 6. Remember the chunk's last rows in the window ring.
+    for (int64_t t = std::max<int64_t>(0, seg.n - win); t < seg.n; ++t) {
+      std::memcpy(&st.window[static_cast<size_t>(((seg.pos0 + t) % win) * hd)], kv + t * hd,
+                  static_cast<size_t>(hd) * sizeof(float));
+    }
+  }
+
+  // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g, then wo_b.
+  const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
+  std::vector<float> group_x(static_cast<size_t>(N * group_in));
+  std::vector<float> group_y(static_cast<size_t>(N * rank));
+  std::vector<float> low(static_cast<size_t>(N * groups * rank));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t t = 0; t < N; ++t) {
+      std::memcpy(&group_x[static_cast<size_t>(t * group_in)],
+                  &o[static_cast<size_t>(t * heads * hd + g * group_in)],
+                  static_cast<size_t>(group_in) * sizeof(float));
+    }
+    Linear part{w.wo_a.weight.row_slice(g * rank, (g + 1) * rank), w.wo_a.quantize_input};
+    part.forward(group_x.data(), N, group_y.data(), sim);
+    for (int64_t t = 0; t < N; ++t) {
+      std::memcpy(&low[static_cast<size_t>(t * groups * rank + g * rank)],
+                  &group_y[static_cast<size_t>(t * rank)],
+                  static_cast<size_t>(rank) * sizeof(float));
+    }
+  }
+  w.wo_b.forward(low.data(), N, out, sim);
+}
+
+}  // namespace flint::dsv4

@@ -1,0 +1,89 @@
+#include "model/deepseek_v4/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "base/check.h"
+#include "kernels/hadamard.h"
+#include "kernels/norm.h"
+#include "kernels/quant_round.h"
+#include "kernels/rope.h"
+
+namespace flint::dsv4 {
+
+namespace {
+
+// One entry from the pending rows. For dimension j the candidates are, with overlap, the
+// previous block's rows at column j and the current block's rows at column head_dim + j;
+// without overlap, the current block's rows at column j. Softmax over candidates' scores.
+void pool_entry(const CompressorWeights& w, const CompressorState& s, float* out) {
+  const int64_t r = w.ratio, d = w.head_dim, width = s.width;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<float> scores(static_cast<size_t>(2 * r));
+  for (int64_t j = 0; j < d; ++j) {
+    int64_t count = 0;
+    float m = neg_inf;
+    auto score_at = [&](int64_t k) -> float {
+      if (w.overlap) return k < r ? s.prev_score[k * width + j] : s.score[(k - r) * width + d + j];
+      return s.score[k * width + j];
+    };
+    auto kv_at = [&](int64_t k) -> float {
+      if (w.overlap) return k < r ? s.prev_kv[k * width + j] : s.kv[(k - r) * width + d + j];
+      return s.kv[k * width + j];
+    };
+    count = w.overlap ? 2 * r : r;
+    for (int64_t k = 0; k < count; ++k) m = std::max(m, score_at(k));
+    float sum = 0.0f;
+    for (int64_t k = 0; k < count; ++k) {
+      float e = score_at(k) == neg_inf ? 0.0f : std::exp(score_at(k) - m);
+      scores[static_cast<size_t>(k)] = e;
+      sum += e;
+    }
+    float acc = 0.0f;
+    for (int64_t k = 0; k < count; ++k) acc += kv_at(k) * (scores[static_cast<size_t>(k)] / sum);
+    out[j] = acc;
+  }
+}
+
+}  // namespace
+
+void compress_tokens(const CompressorWeights& w, CompressorState& s, const float* kv,
+                     const float* gate, int64_t n, int64_t pos0, const CompressorRope& rope,
+                     bool rotate, float norm_eps, QuantSimulation sim,
+                     std::vector<float>& entries) {
+  const int64_t r = w.ratio, d = w.head_dim, width = s.width;
+  FLINT_CHECK(width == (w.overlap ? 2 : 1) * d);
+  std::vector<float> entry(static_cast<size_t>(d));
+  std::vector<float> cos(static_cast<size_t>(rope.rope_dim / 2)), sin(cos.size());
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = pos0 + t;
+    const int64_t slot = pos % r;
+    float* kv_row = s.kv.data() + slot * width;
+    float* score_row = s.score.data() + slot * width;
+    std::memcpy(kv_row, kv + t * width, static_cast<size_t>(width) * sizeof(float));
+    for (int64_t j = 0; j < width; ++j)
+      score_row[j] = gate[t * width + j] + w.ape[static_cast<size_t>(slot * width + j)];
+    if ((pos + 1) % r != 0) continue;
+
+    pool_entry(w, s, entry.data());
+    if (w.overlap) {  // the completed block becomes the previous one
+      s.prev_kv = s.kv;
+      s.prev_score = s.score;
+    }
+    kernels::rms_norm(entry.data(), w.norm.data(), 1, d, norm_eps, entry.data());
+    kernels::rope_cos_sin(*rope.inv_freq, pos + 1 - r, cos.data(), sin.data());
+    kernels::apply_rope(entry.data() + d - rope.rope_dim, cos.data(), sin.data(), rope.rope_dim / 2,
+                        false);
+    if (rotate) {
+      kernels::hadamard_transform(entry.data(), d, 1.0f / std::sqrt(static_cast<float>(d)));
+      if (sim == QuantSimulation::kOfficial) kernels::round_fp4_blocks(entry.data(), d, 32);
+    } else if (sim == QuantSimulation::kOfficial) {
+      kernels::round_fp8_blocks(entry.data(), d - rope.rope_dim, 64);
+    }
+    entries.insert(entries.end(), entry.begin(), entry.end());
+  }
+}
+
+}  // namespace flint::dsv4

@@ -1,0 +1,32 @@
+// The KV compressor of compressed-attention layers: every `ratio` tokens become one entry,
+// a per-dimension softmax(gate)-weighted sum of the block's projected rows, then RMS norm
+// and RoPE at the block's first position. Ratio 4 overlaps windows: an entry mixes the
+// previous block's rows (first half of the projection) with the current block's rows
+// (second half). The indexer runs its own compressor whose entries are also
+// Hadamard-rotated.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/weights.h"
+#include "model/linear.h"
+
+namespace flint::dsv4 {
+
+struct CompressorRope {
+  const std::vector<float>* inv_freq = nullptr;  // the layer's RoPE frequencies (rope_dim / 2)
+  int64_t rope_dim = 0;                          // last rope_dim dims of an entry are rotated
+};
+
+// Feeds tokens at positions pos0 .. pos0 + n - 1, whose projections are kv and gate
+// ([n, width] each, gate without ape). Each block completed by these tokens appends one
+// entry of head_dim floats to `entries`. `rotate` selects the indexer's post-processing
+// (Hadamard, then FP4 rounding under kOfficial) instead of the main one (FP8 rounding of
+// the non-rope dims in blocks of 64 under kOfficial).
+void compress_tokens(const CompressorWeights& w, CompressorState& state, const float* kv,
+                     const float* gate, int64_t n, int64_t pos0, const CompressorRope& rope,
+                     bool rotate, float norm_eps, QuantSimulation sim, std::vector<float>& entries);
+
+}  // namespace flint::dsv4

@@ -1,0 +1,112 @@
+#include "model/deepseek_v4/model.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+#include "base/error.h"
+#include "formats/bf16.h"
+#include "kernels/matmul.h"
+#include "kernels/norm.h"
+#include "model/deepseek_v4/block.h"
+#include "model/deepseek_v4/hyper_connections.h"
+
+namespace flint::dsv4 {
+
+Model::Model(Config config, std::shared_ptr<const LoadedParams> params)
+    : config_(std::move(config)), params_(std::move(params)) {
+  bind(*params_, config_, &weights_);
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
+    ropes_.push_back(layer_rope(config_, config_.compress_ratio(i)));
+}
+
+std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSimulation sim,
+                                  ForwardTrace* trace) const {
+  const Config& c = config_;
+  const int64_t H = c.hidden_size, hc = c.hc_mult, V = c.vocab_size;
+
+  // Gather the batch's tokens; validate before touching any state.
+  std::vector<int32_t> tokens;
+  std::vector<Segment> segments;
+  for (const auto& req : batch) {
+    FLINT_CHECK(req.state != nullptr &&
+                req.state->layers.size() == static_cast<size_t>(c.num_hidden_layers));
+    for (int32_t t : req.tokens) {
+      if (t < 0 || t >= V) throw Error("token id {} is outside the vocabulary [0, {})", t, V);
+    }
+    segments.push_back({nullptr, static_cast<int64_t>(tokens.size()),
+                        static_cast<int64_t>(req.tokens.size()), req.state->length});
+    tokens.insert(tokens.end(), req.tokens.begin(), req.tokens.end());
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+
+  // Embedding, copied into every stream.
+  std::vector<float> streams(static_cast<size_t>(n * hc * H));
+  std::vector<float> row(static_cast<size_t>(H));
+  for (int64_t t = 0; t < n; ++t) {
+    weights_.embed.dequantize_rows(tokens[static_cast<size_t>(t)],
+                                   tokens[static_cast<size_t>(t)] + 1, row.data());
+    for (int64_t k = 0; k < hc; ++k)
+      std::memcpy(&streams[static_cast<size_t>((t * hc + k) * H)], row.data(), H * sizeof(float));
+  }
+
+  if (trace != nullptr) trace->streams_in.clear();
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (trace != nullptr) trace->streams_in.push_back(streams);
+    for (size_t i = 0; i < batch.size(); ++i)
+      segments[i].state = &batch[i].state->layers[static_cast<size_t>(layer)];
+    block_forward(weights_.layers[static_cast<size_t>(layer)], c,
+                  ropes_[static_cast<size_t>(layer)], segments, tokens.data(), streams.data(), n,
+                  sim);
+  }
+  for (const auto& req : batch) req.state->length += static_cast<int64_t>(req.tokens.size());
+  if (trace != nullptr) trace->final_streams = streams;
+
+  // Only the rows whose logits are wanted go through hc_head, norm and head.
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Segment& s = segments[i];
+    if (s.n == 0) continue;
+    if (batch[i].all_logits) {
+      for (int64_t t = 0; t < s.n; ++t) rows.push_back(s.row + t);
+    } else {
+      rows.push_back(s.row + s.n - 1);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(rows.size());
+  std::vector<float> picked(static_cast<size_t>(m * hc * H));
+  for (int64_t r = 0; r < m; ++r) {
+    std::memcpy(&picked[static_cast<size_t>(r * hc * H)],
+                &streams[static_cast<size_t>(rows[static_cast<size_t>(r)] * hc * H)],
+                static_cast<size_t>(hc * H) * sizeof(float));
+  }
+  std::vector<float> x(static_cast<size_t>(m * H));
+  hc_head(weights_.hc_head, c, picked.data(), m, x.data());
+  kernels::rms_norm(x.data(), weights_.norm.data(), m, H, static_cast<float>(c.rms_norm_eps),
+                    x.data());
+  std::vector<float> logits(static_cast<size_t>(m * V));
+  kernels::matmul(weights_.head, x.data(), m, logits.data());
+  return logits;
+}
+
+LoadedComponent load_component(const std::shared_ptr<const Checkpoint>& checkpoint,
+                               const Config& config, Component component,
+                               const LoadOptions& options) {
+  ParamRegistry registry = declare(component, config);
+  auto params = std::make_shared<LoadedParams>();
+  LoadedComponent out;
+  out.report = load_params(checkpoint, registry, options, params.get());
+  out.params = std::move(params);
+  return out;
+}
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, const LoadOptions& options) {
+  Config config = load_config(dir);
+  auto checkpoint = std::make_shared<const Checkpoint>(Checkpoint::open(dir));
+  LoadedComponent target = load_component(checkpoint, config, Component::kTarget, options);
+  check_load_report(target.report);
+  return std::make_unique<Model>(std::move(config), target.params);
+}
+
+}  // namespace flint::dsv4

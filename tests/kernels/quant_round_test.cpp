@@ -1,0 +1,104 @@
+// The activation roundings against a brute-force definition: the scale is the smallest
+// power of two >= amax / max_code, and each value becomes the representable code nearest
+// to x / scale (ties to the even code), found by searching every code of the format.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "base/rng.h"
+#include "kernels/quant_round.h"
+
+namespace flint::kernels {
+namespace {
+
+// Every finite non-negative value of the format, ascending, with its code's parity.
+struct Grid {
+  std::vector<double> values;
+  std::vector<int> mantissa_parity;
+};
+
+Grid e4m3_grid() {  // sign-less E4M3FN: exponent bias 7, 3 mantissa bits, 0x7F is NaN
+  Grid g;
+  for (int code = 0; code < 0x7F; ++code) {
+    int e = code >> 3, m = code & 7;
+    double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    g.values.push_back(v);
+    g.mantissa_parity.push_back(code & 1);
+  }
+  return g;
+}
+
+Grid e2m1_grid() {
+  Grid g;
+  g.values = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  g.mantissa_parity = {0, 1, 0, 1, 0, 1, 0, 1};
+  return g;
+}
+
+double nearest(const Grid& g, double x) {
+  double a = std::fabs(x);
+  size_t best = 0;
+  for (size_t i = 1; i < g.values.size(); ++i) {
+    double d = std::fabs(g.values[i] - a), db = std::fabs(g.values[best] - a);
+    if (d < db || (d == db && g.mantissa_parity[i] == 0)) best = i;
+  }
+  return std::copysign(g.values[best], x);
+}
+
+double pow2_at_least(double v) {
+  double s = 1.0;
+  while (s < v) s *= 2;
+  while (s / 2 >= v) s /= 2;
+  return s;
+}
+
+void check(const std::vector<float>& in, const std::vector<float>& out, int64_t block,
+           double max_code, double floor_amax, const Grid& grid) {
+  for (size_t b = 0; b < in.size(); b += static_cast<size_t>(block)) {
+    double amax = floor_amax;
+    for (int64_t i = 0; i < block; ++i) amax = std::max(amax, double(std::fabs(in[b + i])));
+    double s = pow2_at_least(float(amax) * float(1.0 / max_code));
+    for (int64_t i = 0; i < block; ++i) {
+      double q = std::clamp(double(in[b + i]) / s, -max_code, max_code);
+      EXPECT_EQ(out[b + i], float(nearest(grid, q) * s)) << "value " << in[b + i] << " scale " << s;
+    }
+  }
+}
+
+TEST(QuantRound, Fp8BlocksMatchDefinition) {
+  Rng rng(11);
+  for (double magnitude : {1e-6, 0.01, 1.0, 37.0, 5000.0}) {
+    std::vector<float> x(64 * 8);
+    for (auto& v : x) v = float(rng.normal() * magnitude);
+    x[3] = 0.0f;
+    auto y = x;
+    round_fp8_blocks(y.data(), int64_t(y.size()), 64);
+    check(x, y, 64, 448.0, 1e-4, e4m3_grid());
+    auto z = x;
+    round_fp8_blocks(z.data(), int64_t(z.size()), 128);
+    check(x, z, 128, 448.0, 1e-4, e4m3_grid());
+  }
+}
+
+TEST(QuantRound, Fp4BlocksMatchDefinition) {
+  Rng rng(12);
+  for (double magnitude : {1e-30, 0.02, 1.0, 300.0}) {
+    std::vector<float> x(32 * 6);
+    for (auto& v : x) v = float(rng.normal() * magnitude);
+    auto y = x;
+    round_fp4_blocks(y.data(), int64_t(y.size()), 32);
+    check(x, y, 32, 6.0, 6.0 * std::ldexp(1.0, -126), e2m1_grid());
+  }
+}
+
+TEST(QuantRound, PowerOfTwoScale) {
+  EXPECT_EQ(pow2_scale(448.0f, 448.0f), 1.0f);  // exact power of two stays
+  EXPECT_EQ(pow2_scale(449.0f, 448.0f), 2.0f);  // just above rounds up
+  EXPECT_EQ(pow2_scale(6.0f, 6.0f), 1.0f);
+  EXPECT_EQ(pow2_scale(3.0f, 6.0f), 0.5f);
+  EXPECT_EQ(pow2_scale(1e-4f, 448.0f), std::ldexp(1.0f, -22));  // the FP8 floor
+}
+
+}  // namespace
+}  // namespace flint::kernels
