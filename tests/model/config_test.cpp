@@ -128,6 +128,20 @@ TEST(Config, RejectsInvalidValuesWithTheKey) {
   EXPECT_NE(error_of(nlohmann::json::array()).find("expected a JSON object"), std::string::npos);
 }
 
+TEST(Config, ImplausibleSizesAreRefusedBeforeAnythingIsAllocated) {
+  nlohmann::json j = flash_config();
+  j["n_routed_experts"] = 1000000000;
+  EXPECT_NE(error_of(j).find("'n_routed_experts': 1000000000 is implausibly large"),
+            std::string::npos)
+      << error_of(j);
+  j = flash_config();
+  j["hc_sinkhorn_iters"] = int64_t{1} << 40;
+  EXPECT_NE(error_of(j).find("hc_sinkhorn_iters"), std::string::npos);
+  j = flash_config();
+  j["compress_ratios"][3] = int64_t{1} << 40;
+  EXPECT_NE(error_of(j).find("compress_ratios"), std::string::npos);
+}
+
 TEST(Config, MissingFileIsAnError) {
   EXPECT_THROW(load_config("/nonexistent/flint/checkpoint"), Error);
 }

@@ -116,7 +116,52 @@ void require_positive(Reader& r, const char* key, int64_t value) {
 
 bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// Upper bounds far above every published model (V4-Pro: hidden 7168, 61 layers, 384 experts)
+// that keep a malformed config.json from making flint declare billions of tensors, allocate
+// absurd state or loop for hours before it reads a single weight.
+void check_bounds(const Config& c, Reader& r) {
+  struct Bound {
+    const char* key;
+    int64_t value;
+    int64_t max;
+  };
+  const Bound bounds[] = {
+      {"vocab_size", c.vocab_size, 1 << 22},
+      {"hidden_size", c.hidden_size, 1 << 16},
+      {"num_hidden_layers", c.num_hidden_layers, 1 << 10},
+      {"num_nextn_predict_layers", c.num_nextn_predict_layers, 64},
+      {"num_attention_heads", c.num_attention_heads, 1 << 12},
+      {"head_dim", c.head_dim, 1 << 13},
+      {"q_lora_rank", c.q_lora_rank, 1 << 16},
+      {"o_groups", c.o_groups, 1 << 12},
+      {"o_lora_rank", c.o_lora_rank, 1 << 16},
+      {"sliding_window", c.sliding_window, 1 << 20},
+      {"index_n_heads", c.index_n_heads, 1 << 12},
+      {"index_head_dim", c.index_head_dim, 1 << 13},
+      {"index_topk", c.index_topk, 1 << 20},
+      {"n_routed_experts", c.n_routed_experts, 1 << 14},
+      {"num_experts_per_tok", c.num_experts_per_tok, 1 << 10},
+      {"moe_intermediate_size", c.moe_intermediate_size, 1 << 18},
+      {"hc_mult", c.hc_mult, 64},
+      {"hc_sinkhorn_iters", c.hc_sinkhorn_iters, 10000},
+  };
+  for (const auto& b : bounds) {
+    if (b.value > b.max)
+      r.invalid(b.key,
+                fmt::format("{} is implausibly large (flint accepts at most {})", b.value, b.max));
+  }
+  for (int64_t ratio : c.compress_ratios) {
+    if (ratio > (1 << 16))
+      r.invalid("compress_ratios", fmt::format("{} is implausibly large", ratio));
+  }
+  if (c.dspark && (c.dspark->block_size > 1024 || c.dspark->markov_rank > (1 << 16) ||
+                   c.dspark->target_layer_ids.size() > 1024)) {
+    r.invalid("dspark_block_size", "DSpark sizes are implausibly large");
+  }
+}
+
 void validate(const Config& c, Reader& r) {
+  check_bounds(c, r);
   require_positive(r, "vocab_size", c.vocab_size);
   require_positive(r, "hidden_size", c.hidden_size);
   require_positive(r, "num_hidden_layers", c.num_hidden_layers);
