@@ -8,15 +8,19 @@
 
 namespace flint::kernels {
 
-float dot(const float* a, const float* b, int64_t n) {
-  // 16 independent partial sums let the compiler keep them in vector registers without
-  // reassociating float additions; the final reduction order is fixed.
+namespace {
+
+// Dot product of a row (elements widened by `load`) with float32 x. 16 independent partial
+// sums let the compiler keep them in vector registers without reassociating float additions;
+// the final reduction order is fixed, so results do not depend on how callers split work.
+template <typename T, typename Load>
+float dot_impl(const T* w, const float* x, int64_t n, Load load) {
   float acc[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 16; ++j) acc[j] += load(w[i + j]) * x[i + j];
   }
-  for (; i < n; ++i) acc[i & 15] += a[i] * b[i];
+  for (; i < n; ++i) acc[i & 15] += load(w[i]) * x[i];
   float s0 = 0.f, s1 = 0.f;
   for (int j = 0; j < 16; j += 2) {
     s0 += acc[j];
@@ -25,26 +29,17 @@ float dot(const float* a, const float* b, int64_t n) {
   return s0 + s1;
 }
 
-namespace {
-
-// Dot of a BF16 row with float32 x, widening on the fly (no row buffer): the decode path
-// of the head and of every BF16 projection.
+// A BF16 row widened on the fly (no row buffer): the decode path of the head and of every
+// BF16 projection. Same sums in the same order as dot() on the dequantised row.
 float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += bf16_to_float(w[i + j]) * x[i + j];
-  }
-  for (; i < n; ++i) acc[i & 15] += bf16_to_float(w[i]) * x[i];
-  float s0 = 0.f, s1 = 0.f;
-  for (int j = 0; j < 16; j += 2) {
-    s0 += acc[j];
-    s1 += acc[j + 1];
-  }
-  return s0 + s1;
+  return dot_impl(w, x, n, [](uint16_t v) { return bf16_to_float(v); });
 }
 
 }  // namespace
+
+float dot(const float* a, const float* b, int64_t n) {
+  return dot_impl(a, b, n, [](float v) { return v; });
+}
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n <= 0 || w.rows == 0) return;

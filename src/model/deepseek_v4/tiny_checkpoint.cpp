@@ -38,17 +38,15 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) { return s.ends_with(suffix); }
-
 // The standard deviation of a linear layer's random weight. Inputs of order one give outputs
 // of order one (1/sqrt(in)); projections back into the residual streams are smaller, so that
 // the streams do not grow layer by layer and a small numeric perturbation stays small.
 double linear_std(const std::string& name, int64_t in) {
   double gain = 1.0;
   for (const char* out_proj : {"wo_b", ".w2"}) {
-    if (ends_with(name, out_proj)) gain = 0.25;
+    if (name.ends_with(out_proj)) gain = 0.25;
   }
-  if (ends_with(name, "wo_a")) gain = 0.5;
+  if (name.ends_with("wo_a")) gain = 0.5;
   return gain / std::sqrt(static_cast<double>(in));
 }
 
@@ -147,7 +145,7 @@ class Generator final : public ParamVisitor {
       std = 1.5 / std::sqrt(static_cast<double>(cols));
     else if (name.find("hc_") != std::string::npos)
       std = 0.1 / std::sqrt(static_cast<double>(cols));
-    else if (ends_with(name, "gate.weight") || name.find("markov") != std::string::npos ||
+    else if (name.ends_with("gate.weight") || name.find("markov") != std::string::npos ||
              name.find("confidence") != std::string::npos) {
       std = 1.0 / std::sqrt(static_cast<double>(cols));
     }
@@ -162,15 +160,15 @@ class Generator final : public ParamVisitor {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<float> v(static_cast<size_t>(n));
-    if (ends_with(name, "norm.weight")) {
+    if (name.ends_with("norm.weight")) {
       for (auto& x : v) x = static_cast<float>(0.8 + 0.4 * rng.uniform());
-    } else if (ends_with(name, "_scale")) {  // hyper-connection scales
+    } else if (name.ends_with("_scale")) {  // hyper-connection scales
       for (auto& x : v) x = static_cast<float>(0.5 + rng.uniform());
-    } else if (ends_with(name, "_base")) {
+    } else if (name.ends_with("_base")) {
       for (auto& x : v) x = static_cast<float>(rng.normal() * 0.7);
-    } else if (ends_with(name, "gate.bias")) {
+    } else if (name.ends_with("gate.bias")) {
       for (auto& x : v) x = static_cast<float>(rng.normal() * 0.1);
-    } else if (ends_with(name, "ape")) {
+    } else if (name.ends_with("ape")) {
       for (auto& x : v) x = static_cast<float>(rng.normal() * 0.5);
     } else {  // attn_sink
       for (auto& x : v) x = static_cast<float>(rng.normal());
