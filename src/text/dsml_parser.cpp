@@ -233,15 +233,18 @@ bool ToolCallStreamParser::step_between_invokes() {
   return true;
 }
 
+// A malformed <｜DSML｜invoke> or <｜DSML｜parameter> tag: its text goes back to content.
+bool ToolCallStreamParser::reject_header(std::size_t consumed, std::string_view tag) {
+  raw_.append(pending().substr(0, consumed));
+  consume(consumed);
+  recover(std::string("malformed <｜DSML｜") + std::string(tag) + "> tag; returned as content");
+  return true;
+}
+
 bool ToolCallStreamParser::step_invoke_header() {
   Header header = parse_invoke_header(pending());
   if (header.status == Parse::kNeedMore) return false;
-  if (header.status == Parse::kBad) {
-    raw_.append(pending().substr(0, header.consumed));
-    consume(header.consumed);
-    recover("malformed <｜DSML｜invoke> tag; returned as content");
-    return true;
-  }
+  if (header.status == Parse::kBad) return reject_header(header.consumed, "invoke");
   consume(header.consumed);
   raw_.clear();
   announce_call(std::move(header.name));
@@ -294,12 +297,7 @@ bool ToolCallStreamParser::step_params() {
 bool ToolCallStreamParser::step_param_header() {
   Header header = parse_param_header(pending());
   if (header.status == Parse::kNeedMore) return false;
-  if (header.status == Parse::kBad) {
-    raw_.append(pending().substr(0, header.consumed));
-    consume(header.consumed);
-    recover("malformed <｜DSML｜parameter> tag; returned as content");
-    return true;
-  }
+  if (header.status == Parse::kBad) return reject_header(header.consumed, "parameter");
   consume(header.consumed);
   raw_.clear();
   start_param(std::move(header.name), header.kind);

@@ -101,6 +101,7 @@ class ToolCallStreamParser {
   bool step_params();
   bool step_param_header();
   bool step_value();
+  bool reject_header(std::size_t consumed, std::string_view tag);
   void finish_value(bool truncated);
   void start_param(std::string name, DsmlValueKind kind);
   std::string key_prefix(const std::string& name);  // `"name": ` after ", " if not first
