@@ -129,7 +129,7 @@ TEST(Forward, BadTokenIsAnErrorAndLeavesTheStateAlone) {
   std::vector<int32_t> bad = {5, 129280};
   ForwardRequest req{&s, bad, false};
   EXPECT_THROW(m.forward({&req, 1}, QuantSimulation::kOfficial), Error);
-  EXPECT_EQ(s.length, 0);
+  EXPECT_EQ(s.length(), 0);
 }
 
 TEST(TinyCheckpoint, SameSeedSameBytes) {

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "base/thread_pool.h"
 #include "kernels/hadamard.h"
+#include "kernels/kv_codec.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/quant_round.h"
@@ -107,9 +108,11 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   }
 
   // 2. Position-dependent parts, per segment: RoPE, KV rounding, compressors.
+  const int64_t ckv_width = ratio > 0 ? w.compressor->wkv.out_features() : 0;
+  const int64_t ickv_width = w.indexer ? w.indexer->compressor.wkv.out_features() : 0;
   std::vector<float> o(static_cast<size_t>(N * heads * hd), 0.0f);
   for (const Segment& seg : segments) {
-    LayerState& st = *seg.state;
+    LayerKv& st = *seg.state;
     float* q = p.q.data() + seg.row * heads * hd;
     float* kv = p.kv.data() + seg.row * hd;
     rope_rows(q, seg.n * heads, heads, hd, hd, rd, seg.pos0, rope, false);
@@ -117,11 +120,14 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     if (official) {  // the KV's non-rope dims were trained through FP8 (blocks of 64)
       for (int64_t t = 0; t < seg.n; ++t) kernels::round_fp8_blocks(kv + t * hd, hd - rd, 64);
     }
+    // The chunk uses its rows as the store keeps them, so a later chunk reading them back
+    // computes exactly what this one does.
+    kernels::round_kv_rows(st.kv_format(), kv, seg.n);
     CompressorRope crope{&rope.inv_freq, rd};
     if (ratio > 0) {
-      compress_tokens(*w.compressor, st.compressor, p.ckv.data() + seg.row * st.compressor.width,
-                      p.cgate.data() + seg.row * st.compressor.width, seg.n, seg.pos0, crope, false,
-                      eps, sim, st.entries);
+      compress_tokens(*w.compressor, st, CompressorKind::kMain,
+                      p.ckv.data() + seg.row * ckv_width, p.cgate.data() + seg.row * ckv_width, seg.n, seg.pos0, crope, eps,
+                      sim);
     }
     if (w.indexer) {
       const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
@@ -131,28 +137,30 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         kernels::hadamard_transform(iq + k * ihd, ihd, 1.0f / std::sqrt(static_cast<float>(ihd)));
         if (official) kernels::round_fp4_blocks(iq + k * ihd, ihd, 32);
       }
-      compress_tokens(w.indexer->compressor, st.index_compressor,
-                      p.ickv.data() + seg.row * st.index_compressor.width,
-                      p.icgate.data() + seg.row * st.index_compressor.width, seg.n, seg.pos0, crope,
-                      true, eps, sim, st.index_keys);
+      compress_tokens(w.indexer->compressor, st, CompressorKind::kIndex,
+                      p.ickv.data() + seg.row * ickv_width, p.icgate.data() + seg.row * ickv_width,
+                      seg.n, seg.pos0, crope, eps,
+                      sim);
     }
 
-    // 3. Keys visible to the chunk: the window history before pos0 (from the ring), then
+    // 3. Keys visible to the chunk: the window history before pos0 (from the store), then
     // the chunk's own rows. local[i] holds position first_pos + i.
     const int64_t first_pos = std::max<int64_t>(0, seg.pos0 - win + 1);
     const int64_t n_local = seg.pos0 + seg.n - first_pos;
     std::vector<float> local(static_cast<size_t>(n_local * hd));
-    for (int64_t pos = first_pos; pos < seg.pos0; ++pos) {
-      std::memcpy(&local[static_cast<size_t>((pos - first_pos) * hd)],
-                  &st.window[static_cast<size_t>((pos % win) * hd)],
-                  static_cast<size_t>(hd) * sizeof(float));
-    }
+    st.read_window(first_pos, seg.pos0 - first_pos, local.data());
     std::memcpy(&local[static_cast<size_t>((seg.pos0 - first_pos) * hd)], kv,
                 static_cast<size_t>(seg.n * hd) * sizeof(float));
 
     // 4. Compressed entries each token sees: all complete ones (ratio 128) or the indexer's
     // top-k of them (ratio 4). Entry e is complete for the token at pos iff e < (pos+1)/ratio.
     std::vector<std::vector<int32_t>> selected(static_cast<size_t>(seg.n));
+    const int64_t max_visible = ratio > 0 ? (seg.pos0 + seg.n) / ratio : 0;
+    std::vector<float> index_keys;
+    if (w.indexer && max_visible > 0) {
+      index_keys.resize(static_cast<size_t>(max_visible * c.index_head_dim));
+      st.read_index_keys(0, max_visible, index_keys.data());
+    }
     if (ratio > 0) {
       parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
         std::vector<float> scores;
@@ -171,7 +179,7 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
           const float* iw = p.iw.data() + (seg.row + static_cast<int64_t>(t)) * ih;
           scores.assign(static_cast<size_t>(visible), 0.0f);
           for (int64_t k = 0; k < visible; ++k) {
-            const float* key = st.index_keys.data() + k * ihd;
+            const float* key = index_keys.data() + k * ihd;
             float s = 0.0f;
             for (int64_t h = 0; h < ih; ++h)
               s += std::max(0.0f, kernels::dot(iq + h * ihd, key, ihd)) * iw[h];
@@ -181,6 +189,19 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         }
       });
     }
+    // The entries any token of the chunk selected, read once: slot[e] is entry e's row in
+    // `entries` (or -1).
+    std::vector<int32_t> slot(static_cast<size_t>(max_visible), -1), wanted;
+    for (const auto& sel : selected) {
+      for (int32_t e : sel) {
+        if (slot[static_cast<size_t>(e)] < 0) {
+          slot[static_cast<size_t>(e)] = static_cast<int32_t>(wanted.size());
+          wanted.push_back(e);
+        }
+      }
+    }
+    std::vector<float> entries(wanted.size() * static_cast<size_t>(hd));
+    st.read_entries(wanted, entries.data());
 
     // 5. Attention per (token, head): window rows then selected entries; softmax with sink;
     // the output is the weighted sum of the same vectors (K = V), then inverse RoPE.
@@ -197,7 +218,7 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
           keys.push_back(&local[static_cast<size_t>((kp - first_pos) * hd)]);
         }
         for (int32_t entry : selected[static_cast<size_t>(t)])
-          keys.push_back(st.entries.data() + entry * hd);
+          keys.push_back(entries.data() + slot[static_cast<size_t>(entry)] * hd);
         const float* qh = q + (t * heads + h) * hd;
         scores.resize(keys.size());
         for (size_t k = 0; k < keys.size(); ++k) scores[k] = kernels::dot(qh, keys[k], hd) * scale;
@@ -214,11 +235,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     rope_rows(o.data() + seg.row * heads * hd, seg.n * heads, heads, hd, hd, rd, seg.pos0, rope,
               true);
 
-    // 6. Remember the chunk's last rows in the window ring.
-    for (int64_t t = std::max<int64_t>(0, seg.n - win); t < seg.n; ++t) {
-      std::memcpy(&st.window[static_cast<size_t>(((seg.pos0 + t) % win) * hd)], kv + t * hd,
-                  static_cast<size_t>(hd) * sizeof(float));
-    }
+    // 6. Store the chunk's rows (the store keeps what its window needs).
+    st.write_window(seg.pos0, seg.n, kv);
   }
 
   // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g, then wo_b.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/deepseek_v4/config.h"
-#include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/kv_store.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/linear.h"
 
@@ -19,7 +19,7 @@ namespace flint::dsv4 {
 // The rows of one sequence inside a batch: x rows [row, row + n) are its tokens at
 // positions pos0 .. pos0 + n - 1.
 struct Segment {
-  LayerState* state = nullptr;
+  LayerKv* state = nullptr;
   int64_t row = 0;
   int64_t n = 0;
   int64_t pos0 = 0;
@@ -33,7 +33,8 @@ struct LayerRope {
 // with YaRN on compressed layers.
 LayerRope layer_rope(const Config& c, int64_t compress_ratio);
 
-// x: [N, H] normalised inputs of all segments; out: [N, H]. Updates each segment's state.
+// x: [N, H] normalised inputs of all segments; out: [N, H]. Appends each segment's rows to
+// its store (rounded to the store's format before use, so stored and fresh rows agree).
 void attention_forward(const AttentionWeights& w, const Config& c, const LayerRope& rope,
                        std::span<const Segment> segments, const float* x, int64_t n_rows,
                        float* out, QuantSimulation sim);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 #include <limits>
 
 #include "base/check.h"
 #include "kernels/hadamard.h"
+#include "kernels/kv_codec.h"
 #include "kernels/norm.h"
 #include "kernels/quant_round.h"
 #include "kernels/rope.h"
@@ -49,10 +51,13 @@ void pool_entry(const CompressorWeights& w, const CompressorState& s, float* out
 
 }  // namespace
 
-void compress_tokens(const CompressorWeights& w, CompressorState& s, const float* kv,
-                     const float* gate, int64_t n, int64_t pos0, const CompressorRope& rope,
-                     bool rotate, float norm_eps, QuantSimulation sim,
-                     std::vector<float>& entries) {
+void compress_tokens(const CompressorWeights& w, LayerKv& store, CompressorKind kind,
+                     const float* kv, const float* gate, int64_t n, int64_t pos0,
+                     const CompressorRope& rope, float norm_eps, QuantSimulation sim) {
+  CompressorState& s = store.compressor(kind);
+  const bool rotate = kind == CompressorKind::kIndex;
+  const kernels::KvRowFormat format = rotate ? store.index_format() : store.kv_format();
+  const int64_t interval = store.boundary_interval();
   const int64_t r = w.ratio, d = w.head_dim, width = s.width;
   FLINT_CHECK(width == (w.overlap ? 2 : 1) * d);
   std::vector<float> entry(static_cast<size_t>(d));
@@ -82,7 +87,13 @@ void compress_tokens(const CompressorWeights& w, CompressorState& s, const float
     } else if (sim == QuantSimulation::kOfficial) {
       kernels::round_fp8_blocks(entry.data(), d - rope.rope_dim, 64);
     }
-    entries.insert(entries.end(), entry.begin(), entry.end());
+    kernels::round_kv_rows(format, entry.data(), 1);
+    if (rotate) {
+      store.append_index_keys(entry.data(), 1);
+    } else {
+      store.append_entries(entry.data(), 1);
+    }
+    if (interval > 0 && (pos + 1) % interval == 0) store.save_boundary(kind, pos + 1, s);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/kv_store.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/linear.h"
 
@@ -21,12 +21,13 @@ struct CompressorRope {
 };
 
 // Feeds tokens at positions pos0 .. pos0 + n - 1, whose projections are kv and gate
-// ([n, width] each, gate without ape). Each block completed by these tokens appends one
-// entry of head_dim floats to `entries`. `rotate` selects the indexer's post-processing
-// (Hadamard, then FP4 rounding under kOfficial) instead of the main one (FP8 rounding of
-// the non-rope dims in blocks of 64 under kOfficial).
-void compress_tokens(const CompressorWeights& w, CompressorState& state, const float* kv,
-                     const float* gate, int64_t n, int64_t pos0, const CompressorRope& rope,
-                     bool rotate, float norm_eps, QuantSimulation sim, std::vector<float>& entries);
+// ([n, width] each, gate without ape), to the layer's `kind` compressor in `store`. Each
+// block completed by these tokens appends one entry (head_dim floats, rounded to the
+// store's format) to the store's entries (kMain) or indexer keys (kIndex). The indexer's
+// entries are Hadamard-rotated, then FP4-rounded under kOfficial; the main ones have their
+// non-rope dims FP8-rounded in blocks of 64 under kOfficial.
+void compress_tokens(const CompressorWeights& w, LayerKv& store, CompressorKind kind,
+                     const float* kv, const float* gate, int64_t n, int64_t pos0,
+                     const CompressorRope& rope, float norm_eps, QuantSimulation sim);
 
 }  // namespace flint::dsv4

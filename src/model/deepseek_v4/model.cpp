@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "formats/bf16.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
@@ -19,6 +20,14 @@ Model::Model(Config config, std::shared_ptr<const LoadedParams> params)
   bind(*params_, config_, &weights_);
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
     ropes_.push_back(layer_rope(config_, config_.compress_ratio(i)));
+  const std::string json = config_to_json(config_).dump();
+  identity_ = hash64(json.data(), json.size());
+  for (const char* name : {"embed.weight", "head.weight", "norm.weight"}) {
+    if (const LoadedParam* p = params_->find(name)) {
+      const size_t n = std::min<size_t>(p->bytes.size(), 1 << 16);
+      identity_ = hash64(p->bytes.data(), n, identity_);
+    }
+  }
 }
 
 std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSimulation sim,
@@ -30,13 +39,12 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
   std::vector<int32_t> tokens;
   std::vector<Segment> segments;
   for (const auto& req : batch) {
-    FLINT_CHECK(req.state != nullptr &&
-                req.state->layers.size() == static_cast<size_t>(c.num_hidden_layers));
+    FLINT_CHECK(req.state != nullptr && req.state->num_layers() == c.num_hidden_layers);
     for (int32_t t : req.tokens) {
       if (t < 0 || t >= V) throw Error("token id {} is outside the vocabulary [0, {})", t, V);
     }
     segments.push_back({nullptr, static_cast<int64_t>(tokens.size()),
-                        static_cast<int64_t>(req.tokens.size()), req.state->length});
+                        static_cast<int64_t>(req.tokens.size()), req.state->length()});
     tokens.insert(tokens.end(), req.tokens.begin(), req.tokens.end());
   }
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -55,12 +63,12 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (trace != nullptr) trace->streams_in.push_back(streams);
     for (size_t i = 0; i < batch.size(); ++i)
-      segments[i].state = &batch[i].state->layers[static_cast<size_t>(layer)];
+      segments[i].state = &batch[i].state->layer(layer);
     block_forward(weights_.layers[static_cast<size_t>(layer)], c,
                   ropes_[static_cast<size_t>(layer)], segments, tokens.data(), streams.data(), n,
                   sim);
   }
-  for (const auto& req : batch) req.state->length += static_cast<int64_t>(req.tokens.size());
+  for (const auto& req : batch) req.state->advance(static_cast<int64_t>(req.tokens.size()));
   if (trace != nullptr) trace->final_streams = streams;
 
   // Only the rows whose logits are wanted go through hc_head, norm and head.

@@ -25,8 +25,8 @@
 namespace flint::dsv4 {
 
 struct ForwardRequest {
-  SequenceState* state = nullptr;
-  std::span<const int32_t> tokens;  // appended at positions state->length ...
+  SequenceKv* state = nullptr;
+  std::span<const int32_t> tokens;  // appended at positions state->length() ...
   bool all_logits = false;          // logits for every token, or for the last one only
 };
 
@@ -43,7 +43,13 @@ class Model {
   Model(Config config, std::shared_ptr<const LoadedParams> params);
 
   const Config& config() const { return config_; }
-  SequenceState new_sequence() const { return new_sequence_state(config_); }
+  // A fingerprint of the weights: config.json and samples of the embedding, head and final
+  // norm. Caches that outlive the process (the KV disk tier) refuse entries of another.
+  uint64_t identity() const { return identity_; }
+  // A contiguous store for one sequence (the engine uses paged stores instead).
+  SequenceState new_sequence(kernels::KvDtype dtype = kernels::KvDtype::kF32) const {
+    return SequenceState(config_, dtype);
+  }
 
   // Runs every request's tokens and advances its state. Returns the logits rows
   // [rows, vocab]: for each request in order, all its tokens or its last one.
@@ -57,6 +63,7 @@ class Model {
   std::shared_ptr<const LoadedParams> params_;
   TargetWeights weights_;
   std::vector<LayerRope> ropes_;  // per layer
+  uint64_t identity_ = 0;
 };
 
 // A loaded component: its parameters (views into the checkpoint) and the load report.
