@@ -46,7 +46,7 @@ class Hasher {
  private:
   uint64_t seed_;
   uint64_t lanes_[4];
-  uint64_t total_ = 0;   // bytes seen
+  uint64_t total_ = 0;  // bytes seen
   unsigned char buffer_[32];
   std::size_t buffered_ = 0;  // bytes of buffer_ in use, always < 32 between calls
 };
