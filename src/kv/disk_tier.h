@@ -139,7 +139,6 @@ class DiskTier {
   std::filesystem::path block_path(uint64_t key) const;
   void scan();
   void writer_loop();
-  void write_one(const Pending& block);
   bool write_file(const Pending& block, int64_t file_bytes);
   // Removes the index entry (and its file) if it is still `generation`; mutex_ held.
   void drop_locked(uint64_t key, uint64_t generation, bool unlink_file);
@@ -162,7 +161,7 @@ class DiskTier {
   DiskTierStats stats_;
   bool warned_write_error_ = false;
 
-  std::thread writer_;  // last: starts after everything above exists
+  std::thread writer_;  // started at the end of the constructor, once the index is built
 };
 
 }  // namespace flint::kv
