@@ -326,9 +326,11 @@ void FlagParser::unknown_flag(const std::string& name) const {
 bool FlagParser::parse(std::span<const std::string> args) {
   std::size_t next_positional = 0;
   bool only_positionals = false;
+  // A flag that needs a value takes the next argument whatever it looks like, as getopt
+  // does: `--text "- item"`, `--seed -1`, `--stop --`. Only the end of the line is missing.
   auto take_value = [&](std::size_t& i, const std::string& name,
                         const std::string& value_name) -> std::string {
-    if (i + 1 < args.size() && !is_flag_token(args[i + 1])) return args[++i];
+    if (i + 1 < args.size()) return args[++i];
     throw UsageError("{} expects a value{}", name,
                      value_name.empty() ? "" : fmt::format(" ({})", value_name));
   };
@@ -404,8 +406,13 @@ bool FlagParser::parse(std::span<const std::string> args) {
         if (inline_value) {
           values.push_back(*inline_value);
         } else {
+          // The first value is taken like any flag's value; later ones until the next flag.
+          if (i + 1 >= args.size()) {
+            throw UsageError("{} expects one or more values{}", flag->name,
+                             fmt::format(" ({})", flag->value_name));
+          }
+          values.push_back(args[++i]);
           while (i + 1 < args.size() && !is_flag_token(args[i + 1])) values.push_back(args[++i]);
-          if (values.empty()) throw UsageError("{} expects one or more values", flag->name);
         }
         flag->set_list(std::move(values));
         break;

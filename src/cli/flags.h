@@ -5,14 +5,17 @@
 //   `--name value`, `--name=value`, underscores for dashes (`--max_model_len`);
 //   switches `--name`, `--name=true|false`, `--no-name`;
 //   aliases (`-tp 8`), and for a two-character alias the value attached (`-O3`);
-//   lists (`--api-key a b c`, like argparse's nargs='+');
+//   lists (`--api-key a b c`, like argparse's nargs='+': the first value is taken as is,
+//   later ones up to the next argument that looks like a flag);
 //   JSON flags in vLLM's two forms, `--name '{"key": 1}'` and `--name.key 1` (see add_json);
 //   prefix families (`--speculative-config.KEY value`: the part after the first '.' is
 //   passed to the handler verbatim, underscores kept);
 //   `--` ends the flags; `-h` / `--help` prints help(); `--help=WORD` prints only the
 //   flags or group matching WORD.
-// A value may not start with '-' unless it is a number (`--seed -1`); write `--name=-x`
-// for such values. An unknown flag is a UsageError that suggests the closest declared
+// A flag that takes a value takes the next argument even when it starts with '-', as
+// getopt does (`--text "- item"`, `--seed -1`, `--stop --`); only a value-taking flag at
+// the end of the line is "expects a value". Switches never take the next argument (write
+// `--name=false`). An unknown flag is a UsageError that suggests the closest declared
 // one. help() renders the table, so the documentation cannot drift from what is parsed.
 #pragma once
 
@@ -62,8 +65,9 @@ class FlagParser {
   void add_custom(std::string name, std::string help, bool takes_value,
                   std::function<void(std::string_view value)> handler,
                   std::string value_name = "VALUE", std::string default_text = "");
-  // A flag taking one or more values (argparse nargs='+'): `--name a b` consumes every
-  // following argument that is not a flag; `--name=a` gives one value. Given twice, the
+  // A flag taking one or more values (argparse nargs='+'): `--name a b` consumes the next
+  // argument (whatever it looks like) and every following one that is not a flag;
+  // `--name=a` gives one value. Given twice, the
   // handler runs twice (the caller decides whether to replace or append).
   void add_list(std::string name, std::string help,
                 std::function<void(std::vector<std::string> values)> handler,

@@ -95,8 +95,18 @@ std::vector<std::string> LoadReport::summary_lines() const {
                                 loaded.size(), format_bytes(static_cast<double>(loaded_bytes)),
                                 seconds, format_bytes(rate)));
   } else {
-    lines.push_back(fmt::format("{}: matched {} tensors ({}); weights not read", component,
-                                loaded.size(), format_bytes(static_cast<double>(loaded_bytes))));
+    std::string scales;
+    if (scale_tensors > 0) {
+      std::string size = format_bytes(static_cast<double>(scale_bytes));
+      scales = scales_checked
+                   ? fmt::format(" except the {} E8M0 scale tensors ({}), checked for NaN",
+                                 scale_tensors, size)
+                   : fmt::format("; the {} E8M0 scale tensors ({}) not checked for NaN",
+                                 scale_tensors, size);
+    }
+    lines.push_back(fmt::format("{}: matched {} tensors ({}); weights not read{}", component,
+                                loaded.size(), format_bytes(static_cast<double>(loaded_bytes)),
+                                scales));
   }
   // Skipped tensors grouped by reason, so a draft that skips 2,000 target tensors says so in
   // one line instead of 2,000.
@@ -136,6 +146,30 @@ void check_load_report(const LoadReport& report) {
                  report.corrupt.size();
   throw Error("{}: cannot load the {} from this checkpoint: {} problem{}:\n{}", report.checkpoint,
               report.component, count, count == 1 ? "" : "s", report.problems());
+}
+
+void require_checkpoint_dir(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  constexpr std::string_view kExpected =
+      "expected a folder with config.json and *.safetensors, as downloaded from Hugging Face";
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) throw Error("{}: no such file or directory", path.string());
+  if (!fs::is_directory(status)) {
+    throw Error("{} is not a checkpoint directory ({})", path.string(), kExpected);
+  }
+  if (!fs::is_regular_file(path / "config.json", ec)) {
+    throw Error("{} is not a checkpoint directory: it has no config.json ({})", path.string(),
+                kExpected);
+  }
+  bool weights = fs::exists(path / "model.safetensors.index.json", ec);
+  for (fs::directory_iterator it(path, ec), end; !weights && !ec && it != end; it.increment(ec)) {
+    weights = it->path().extension() == ".safetensors";
+  }
+  if (!weights) {
+    throw Error("{} is not a checkpoint directory: it has no *.safetensors files ({})",
+                path.string(), kExpected);
+  }
 }
 
 LoadReport load_params(const std::shared_ptr<const Checkpoint>& checkpoint,
@@ -231,6 +265,10 @@ LoadReport load_params(const std::shared_ptr<const Checkpoint>& checkpoint,
       }
       sink = sink ^ acc;
     }
+    if (spec->dtype == DType::F8_E8M0) {
+      report.scale_tensors += sources.size();
+      report.scale_bytes += bytes;
+    }
     if (options.check_scales && spec->dtype == DType::F8_E8M0) {
       const auto* p = reinterpret_cast<const uint8_t*>(param.bytes.data());
       for (size_t i = 0; i < param.bytes.size(); ++i) {
@@ -248,6 +286,7 @@ LoadReport load_params(const std::shared_ptr<const Checkpoint>& checkpoint,
   progress.finish();
   report.seconds = watch.seconds();
   report.pages_read = options.read_pages;
+  report.scales_checked = options.check_scales;
 
   if (options.log) {
     for (const auto& line : report.summary_lines()) spdlog::info("{}", line);

@@ -104,13 +104,64 @@ TEST(FlagParser, SwitchForms) {
 }
 
 TEST(FlagParser, MissingValue) {
-  EXPECT_NE(usage_error({"m", "--count"}).find("--count expects a value"), std::string::npos);
-  // The next argument is a flag, not a value.
-  EXPECT_NE(usage_error({"m", "--count", "--verbose"}).find("--count expects a value"),
+  // Only a value-taking flag at the end of the line has no value.
+  EXPECT_NE(usage_error({"m", "--count"}).find("--count expects a value (N)"), std::string::npos);
+  EXPECT_NE(usage_error({"m", "--name"}).find("--name expects a value (TEXT)"), std::string::npos);
+  EXPECT_NE(usage_error({"m", "--verbose", "--level"}).find("--level expects a value (N)"),
             std::string::npos);
+  EXPECT_NE(usage_error({"m", "-O"}).find("--level expects a value"), std::string::npos);
   EXPECT_NE(usage_error({"m", "--count", "x"}).find("expects an integer"), std::string::npos);
-  EXPECT_NE(usage_error({"m", "--config.k"}).find("expects a value"), std::string::npos);
-  EXPECT_NE(usage_error({"m", "--names"}).find("one or more values"), std::string::npos);
+  EXPECT_NE(usage_error({"m", "--config.k"}).find("--config.k expects a value"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"m", "--names"}).find("--names expects one or more values"),
+            std::string::npos);
+  // The next argument is the value even when it is a flag (as getopt): a forgotten value
+  // shows up as a bad value that names both.
+  EXPECT_NE(usage_error({"m", "--count", "--verbose"})
+                .find("--count expects an integer, got '--verbose'"),
+            std::string::npos);
+}
+
+TEST(FlagParser, ValuesMayStartWithADash) {
+  Fixture f;
+  ASSERT_TRUE(f.parse({"m", "--name", "- item", "--count", "-5", "--ratio", "-0.25", "--level",
+                       "-x", "--config.k", "--v", "--verbose"}));
+  EXPECT_EQ(f.name, "- item");
+  EXPECT_EQ(f.count, -5);
+  EXPECT_DOUBLE_EQ(f.ratio, -0.25);
+  EXPECT_EQ(f.level, "-x");
+  ASSERT_EQ(f.dotted.size(), 1u);
+  EXPECT_EQ(f.dotted[0], (std::pair<std::string, std::string>{"k", "--v"}));
+  EXPECT_TRUE(f.verbose);  // the parser goes on after the values
+  EXPECT_EQ(f.parser.given(), (std::vector<std::string>{"--name", "--count", "--ratio", "--level",
+                                                        "--config.k", "--verbose"}));
+  // A string flag whose value looks like a long flag, or is "--" itself, or "-".
+  Fixture g;
+  ASSERT_TRUE(g.parse({"m", "--name", "--verbose", "--limit", "-1", "e"}));
+  EXPECT_EQ(g.name, "--verbose");
+  EXPECT_FALSE(g.verbose);
+  EXPECT_EQ(g.limit, -1);
+  EXPECT_EQ(g.extra, "e");
+  Fixture h;
+  ASSERT_TRUE(h.parse({"m", "--name", "--", "--level", "-"}));
+  EXPECT_EQ(h.name, "--");  // a value, not the end of the flags
+  EXPECT_EQ(h.level, "-");
+  EXPECT_NE(usage_error({"m", "--name", "--", "--level", "-", "-e"}).find("unknown flag '-e'"),
+            std::string::npos);
+  // The same with an alias and a list: the first value is taken as is, the list then stops
+  // at the next flag.
+  Fixture k;
+  ASSERT_TRUE(k.parse({"m", "-O", "-1", "-n", "-a", "b", "--verbose"}));
+  EXPECT_EQ(k.level, "-1");
+  EXPECT_EQ(k.names, (std::vector<std::string>{"-a", "b"}));
+  EXPECT_TRUE(k.verbose);
+  // A switch never takes the next argument: a number after it is a positional, anything else
+  // starting with '-' a flag.
+  Fixture s;
+  ASSERT_TRUE(s.parse({"m", "--verbose", "-5"}));
+  EXPECT_TRUE(s.verbose);
+  EXPECT_EQ(s.extra, "-5");
+  EXPECT_NE(usage_error({"m", "--verbose", "-x"}).find("unknown flag '-x'"), std::string::npos);
 }
 
 TEST(FlagParser, Positionals) {

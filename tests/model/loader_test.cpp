@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+
+#include <fmt/format.h>
 
 #include "base/error.h"
 #include "formats/checkpoint.h"
@@ -177,6 +180,80 @@ TEST(Loader, EveryProblemIsReportedInOneError) {
   EXPECT_NE(e.find("layers.0.attn.attn_sink: dtype I32 but expected F32"), std::string::npos) << e;
   EXPECT_NE(e.find("unexpected: layers.0.attn.unknown_proj.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("layers.0.attn.wq_a.scale: E8M0 scale 0 is 0xFF (NaN)"), std::string::npos) << e;
+}
+
+// What `flint inspect` does: headers only. The NaN check of the E8M0 scales would read every
+// scale byte (8.6 GiB for DeepSeek-V4-Flash), so inspect turns it off and the report says so.
+TEST(Loader, WithoutReadingPagesTheReportSaysWhatWasRead) {
+  auto dir = edited_copy(tiny_checkpoint(), "nan-scale", [](std::vector<EditableTensor>& t) {
+    for (auto& x : t) {
+      if (x.name == "layers.0.attn.wq_a.scale") x.bytes[0] = std::byte{0xFF};  // NaN scale
+    }
+  });
+  Config config = load_config(dir);
+  auto checkpoint = std::make_shared<const Checkpoint>(Checkpoint::open(dir));
+  size_t scales = 0;
+  uint64_t scale_bytes = 0;
+  for (const auto& [name, t] : checkpoint->tensors()) {
+    if (t.info->dtype == DType::F8_E8M0 && !name.starts_with("mtp.")) {
+      ++scales;
+      scale_bytes += t.info->nbytes();
+    }
+  }
+  ASSERT_GT(scales, 0u);
+  LoadOptions inspect;
+  inspect.read_pages = false;
+  inspect.check_scales = false;
+  inspect.log = false;
+  LoadReport lazy = load_component(checkpoint, config, Component::kTarget, inspect).report;
+  EXPECT_TRUE(lazy.ok()) << lazy.problems();  // the NaN is not looked for
+  EXPECT_FALSE(lazy.scales_checked);
+  EXPECT_EQ(lazy.scale_tensors, scales);
+  EXPECT_EQ(lazy.scale_bytes, scale_bytes);
+  std::string line = lazy.summary_lines()[0];
+  EXPECT_NE(line.find(fmt::format("weights not read; the {} E8M0 scale tensors", scales)),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("not checked for NaN"), std::string::npos) << line;
+
+  LoadOptions checked = inspect;
+  checked.check_scales = true;
+  LoadReport eager = load_component(checkpoint, config, Component::kTarget, checked).report;
+  EXPECT_FALSE(eager.ok());
+  ASSERT_EQ(eager.corrupt.size(), 1u);
+  EXPECT_NE(eager.summary_lines()[0].find(fmt::format(
+                "weights not read except the {} E8M0 scale tensors", scales)),
+            std::string::npos)
+      << eager.summary_lines()[0];
+}
+
+TEST(Loader, RequireCheckpointDirSaysWhatItExpected) {
+  auto message = [](const std::filesystem::path& path) -> std::string {
+    try {
+      require_checkpoint_dir(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(tiny_checkpoint()), "");
+  const std::filesystem::path readme = std::filesystem::path(FLINT_SOURCE_DIR) / "README.md";
+  std::string e = message(readme);
+  EXPECT_NE(e.find("README.md is not a checkpoint directory (expected a folder with config.json "
+                   "and *.safetensors"),
+            std::string::npos)
+      << e;
+  auto empty = flint::testing::temp_dir("not-a-checkpoint");
+  e = message(empty);
+  EXPECT_NE(e.find("is not a checkpoint directory: it has no config.json"), std::string::npos)
+      << e;
+  std::filesystem::copy_file(tiny_checkpoint() / "config.json", empty / "config.json");
+  e = message(empty);
+  EXPECT_NE(e.find("is not a checkpoint directory: it has no *.safetensors files"),
+            std::string::npos)
+      << e;
+  e = message(empty / "absent");
+  EXPECT_NE(e.find("absent: no such file or directory"), std::string::npos) << e;
 }
 
 TEST(Loader, LoadedModelKeepsWeightsInTheMapping) {
