@@ -84,6 +84,7 @@ void PagedLayerKv::write_window(int64_t first, int64_t count, const float* rows)
 }
 
 void PagedLayerKv::read_entries(std::span<const int32_t> ids, float* out) const {
+  if (ids.empty()) return;  // also on window-only layers, which have no entries
   const KvLayout& l = seq_->layout();
   const LayerLayout& ll = l.layers[static_cast<size_t>(layer_)];
   const int64_t per_block = l.block_size / ll.ratio, rb = l.kv_format.bytes();
