@@ -1,6 +1,11 @@
-// `flint generate MODEL (--token-ids IDS | --prompt TEXT) -n N`: prefill, then decode N
-// tokens; prints the continuation and the prefill and decode speeds.
+// `flint generate MODEL (--prompt TEXT... | --token-ids IDS... | --prompts-file FILE)`: a
+// thin client of the engine. Every prompt is one request; they run as one batch (continuous
+// batching, chunked prefill, prefix caching, the sampling flags); outputs are printed in
+// prompt order, a single prompt's as it is generated. Speeds and engine statistics go to
+// stderr.
 #include <cstdio>
+#include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -8,113 +13,199 @@
 #include "base/strings.h"
 #include "base/timer.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "cli/flags.h"
 #include "cli/run_flags.h"
-#include "engine/sampler.h"
+#include "engine/engine.h"
+#include "formats/checkpoint.h"
 #include "model/deepseek_v4/model.h"
+#include "text/stop_strings.h"
 #include "text/tokenizer.h"
 
 namespace flint::cli {
 namespace {
 
+struct Prompt {
+  std::string label;  // where it came from, for messages
+  std::string text;   // empty for token ids
+  std::vector<int32_t> ids;
+};
+
+std::vector<Prompt> read_prompts(const std::vector<std::string>& texts,
+                                 const std::vector<std::string>& id_lists,
+                                 const std::string& file) {
+  std::vector<Prompt> prompts;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (texts[i].empty()) throw UsageError("--prompt number {} is empty", i + 1);
+    prompts.push_back({fmt::format("--prompt {}", i + 1), texts[i], {}});
+  }
+  for (size_t i = 0; i < id_lists.size(); ++i) {
+    Prompt p{fmt::format("--token-ids {}", i + 1), "", {}};
+    for (int64_t id : parse_int_list(id_lists[i], "--token-ids"))
+      p.ids.push_back(static_cast<int32_t>(id));
+    if (p.ids.empty()) throw UsageError("--token-ids number {} is empty", i + 1);
+    prompts.push_back(std::move(p));
+  }
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw UsageError("--prompts-file: cannot read '{}'", file);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.empty()) continue;  // blank lines separate nothing
+      prompts.push_back({fmt::format("{}:{}", file, n), line, {}});
+    }
+  }
+  if (prompts.empty()) {
+    throw UsageError("give a prompt: --prompt TEXT, --token-ids IDS or --prompts-file FILE");
+  }
+  return prompts;
+}
+
+// One sample's text: decoded incrementally, stop strings held back and applied.
+struct Output {
+  std::optional<text::StreamDecoder> decoder;
+  std::optional<text::StopStrings> stops;
+  std::string text;
+  std::vector<int32_t> ids;
+  std::string finish;
+  bool stopped = false;
+};
+
 int run_generate(std::span<const std::string> args) {
-  std::string model_dir, token_ids, prompt;
-  int64_t max_tokens = 32;
-  double temperature = 0.0, top_p = 1.0;
-  int64_t top_k = 0, seed = 0;
-  bool print_ids = false, ignore_eos = false, no_bos = false;
+  std::string model_dir, prompts_file;
+  std::vector<std::string> texts, id_lists;
+  bool print_ids = false, no_bos = false;
   RunFlags run;
+  EngineFlags engine_flags;
+  SamplingFlags sampling;
+  sampling.params.temperature = 0.0;
+  sampling.params.max_tokens = 32;
+  engine_flags.max_model_len = 4096;
   FlagParser parser(
-      "generate MODEL (--token-ids IDS | --prompt TEXT) [-n N] [flags]",
-      "Generates a continuation of a prompt with one sequence: a prefill call, then one decode "
-      "call "
-      "per token. Prints the continuation on stdout and the prefill and decode speeds on stderr.");
+      "generate MODEL (--prompt TEXT... | --token-ids IDS... | --prompts-file FILE) [flags]",
+      "Generates continuations of prompts with the engine, all prompts as one batch, and prints "
+      "them in prompt order (a single prompt's while it is generated). Speeds and engine "
+      "statistics go to stderr. Greedy by default (--temperature 0).");
   parser.positional("MODEL", "DeepSeek-V4 checkpoint directory", &model_dir);
-  parser.add_string("--token-ids", "the prompt as comma-separated token ids", &token_ids);
-  parser.add_string("--prompt",
-                    "the prompt as text (tokenized with the checkpoint's tokenizer; BOS prepended)",
-                    &prompt);
-  parser.add_int("-n", "tokens to generate", &max_tokens);
-  parser.add_int("--max-tokens", "same as -n", &max_tokens);
-  parser.add_double("--temperature", "0 = greedy", &temperature);
-  parser.add_double("--top-p", "nucleus sampling mass in (0, 1]", &top_p);
-  parser.add_int("--top-k", "keep the k most likely tokens (0 = all)", &top_k);
-  parser.add_int("--seed", "sampling seed", &seed);
+  parser.add_list(
+      "--prompt", "prompts as text (tokenized with the checkpoint's tokenizer; BOS prepended)",
+      [&](std::vector<std::string> v) { texts.insert(texts.end(), v.begin(), v.end()); }, "TEXT");
+  parser.add_list(
+      "--token-ids", "prompts as comma-separated token ids",
+      [&](std::vector<std::string> v) { id_lists.insert(id_lists.end(), v.begin(), v.end()); },
+      "IDS");
+  parser.add_string("--prompts-file", "a file with one prompt per line", &prompts_file);
   parser.add_bool("--print-ids", "print the generated token ids instead of text", &print_ids);
-  parser.add_bool("--ignore-eos", "keep generating after the end-of-sentence token", &ignore_eos);
-  parser.add_bool("--no-bos", "do not prepend BOS to --prompt", &no_bos);
+  parser.add_bool("--no-bos", "do not prepend BOS to text prompts", &no_bos);
+  sampling.add_to(parser);
+  engine_flags.add_to(parser);
+  parser.group("Run");
   run.add_to(parser);
   if (!parser.parse(args)) return kExitOk;
-  if (token_ids.empty() == prompt.empty())
-    throw UsageError("give exactly one of --token-ids and --prompt");
-  if (max_tokens < 0) throw UsageError("-n must be >= 0");
+  std::vector<Prompt> prompts = read_prompts(texts, id_lists, prompts_file);
   QuantSimulation sim = run.apply();
-  SamplingParams sampling{temperature, top_p, top_k, 0.0, static_cast<uint64_t>(seed)};
-  try {
-    validate(sampling);
-  } catch (const Error& e) {
-    throw UsageError("{}", e.what());
-  }
 
   auto model = dsv4::load_model(model_dir);
   const dsv4::Config& config = model->config();
   std::optional<text::Tokenizer> tokenizer;
-  if (!prompt.empty() || !print_ids) tokenizer = text::Tokenizer::load(model_dir);
-
-  std::vector<int32_t> ids;
-  if (!prompt.empty()) {
-    ids = tokenizer->encode(prompt, true);
-    if (!no_bos && (ids.empty() || ids[0] != config.bos_token_id))
-      ids.insert(ids.begin(), static_cast<int32_t>(config.bos_token_id));
-  } else {
-    for (int64_t id : parse_int_list(token_ids, "--token-ids")) {
-      if (id < 0 || id >= config.vocab_size)
-        throw Error("--token-ids: {} is outside the vocabulary", id);
-      ids.push_back(static_cast<int32_t>(id));
-    }
+  bool any_text = std::any_of(prompts.begin(), prompts.end(),
+                              [](const Prompt& p) { return !p.text.empty(); });
+  if (any_text || !print_ids) tokenizer = text::Tokenizer::load(model_dir);
+  for (Prompt& p : prompts) {
+    if (p.text.empty()) continue;
+    p.ids = tokenizer->encode(p.text, true);
+    if (!no_bos && (p.ids.empty() || p.ids[0] != config.bos_token_id))
+      p.ids.insert(p.ids.begin(), static_cast<int32_t>(config.bos_token_id));
   }
-  if (ids.empty()) throw UsageError("the prompt is empty");
 
-  Sampler sampler(sampling);
-  dsv4::SequenceState state = model->new_sequence();
+  engine::EngineConfig ec =
+      engine_flags.config(config, static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes()));
+  ec.quant_simulation = sim;
+  engine::Engine engine(*model, ec);
+  const int64_t n = sampling.params.n;
+  const bool stream = prompts.size() == 1 && n == 1;
+  std::map<std::pair<size_t, int32_t>, Output> outputs;
+  std::vector<std::shared_ptr<engine::OutputQueue>> queues;
   Stopwatch watch;
-  dsv4::ForwardRequest req{&state, ids, false};
-  std::vector<float> logits = model->forward({&req, 1}, sim);
-  double prefill_seconds = watch.seconds();
-
-  std::optional<text::StreamDecoder> stream;
-  if (!print_ids) stream.emplace(*tokenizer);
-  std::vector<int32_t> generated;
-  watch.restart();
-  for (int64_t i = 0; i < max_tokens; ++i) {
-    int32_t next = sampler.sample(logits);
-    generated.push_back(next);
-    if (print_ids) {
-      fmt::print("{}{}", i == 0 ? "" : ",", next);
-    } else {
-      fmt::print("{}", stream->push(next));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine::EngineRequest r;
+    r.id = std::to_string(i);
+    r.prompt = prompts[i].ids;
+    r.sampling = sampling.params;
+    try {
+      queues.push_back(engine.submit(std::move(r)));
+    } catch (const Error& e) {
+      throw Error("{}: {}", prompts[i].label, e.what());
     }
-    std::fflush(stdout);
-    bool eos = std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), next) !=
-               config.eos_token_ids.end();
-    if ((eos && !ignore_eos) || i + 1 == max_tokens) break;
-    dsv4::ForwardRequest step{&state, {&generated.back(), 1}, false};
-    logits = model->forward({&step, 1}, sim);
   }
-  if (stream) fmt::print("{}", stream->flush());
-  fmt::print("\n");
-  double decode_seconds = watch.seconds();
+  int64_t generated = 0, cached = 0, prompt_tokens = 0;
+  for (size_t i = 0; i < queues.size(); ++i) {
+    engine::RequestOutput ev;
+    while (queues[i]->pop(ev)) {
+      if (ev.finish == engine::FinishReason::kError) throw Error("{}: {}", prompts[i].label, ev.error);
+      Output& out = outputs[{i, ev.sample}];
+      if (!print_ids && !out.decoder) {
+        out.decoder.emplace(*tokenizer, sampling.params.skip_special_tokens);
+        out.stops.emplace(sampling.params.stop, sampling.params.include_stop_str_in_output);
+      }
+      std::string piece;
+      for (int32_t t : ev.tokens) {
+        if (out.stopped) break;
+        out.ids.push_back(t);
+        if (print_ids) {
+          piece += fmt::format("{}{}", out.ids.size() == 1 ? "" : ",", t);
+          continue;
+        }
+        piece += out.stops->push(out.decoder->push(t));
+        if (out.stops->matched()) {
+          out.stopped = true;
+          out.finish = "stop";
+          // One sample: stop the request (the engine may have run a step further; ignored).
+          if (n == 1) engine.abort(ev.request_id);
+        }
+      }
+      if (ev.finish != engine::FinishReason::kNone && !out.stopped) {
+        if (!print_ids) {
+          piece += out.stops->push(out.decoder->flush());
+          piece += out.stops->flush();
+        }
+        out.finish = engine::finish_reason_name(ev.finish);
+      }
+      out.text += piece;
+      if (stream) {
+        fmt::print("{}", piece);
+        std::fflush(stdout);
+      }
+      if (ev.request_finished) {
+        prompt_tokens += ev.usage.prompt_tokens;
+        generated += ev.usage.completion_tokens;
+        cached += ev.usage.cached_prompt_tokens;
+      }
+    }
+  }
+  const double seconds = watch.seconds();
+  if (stream) {
+    fmt::print("\n");
+  } else {
+    for (auto& [key, out] : outputs) {
+      fmt::print("--- {}{} ({}) ---\n{}\n", prompts[key.first].label,
+                 n > 1 ? fmt::format(", sample {}", key.second + 1) : "", out.finish, out.text);
+    }
+  }
+  const engine::EngineStats s = engine.stats();
   spdlog::info(
-      "prefill: {} tokens in {:.3f} s ({:.1f} tokens/s); decode: {} tokens in {:.3f} s ({:.1f} "
-      "tokens/s)",
-      ids.size(), prefill_seconds, static_cast<double>(ids.size()) / prefill_seconds,
-      generated.size(), decode_seconds,
-      generated.size() > 1 ? static_cast<double>(generated.size() - 1) / decode_seconds : 0.0);
+      "{} prompt(s): {} prompt tokens ({} from the prefix cache), {} generated in {:.3f} s "
+      "({:.1f} tokens/s overall); {} engine steps, {:.1f} tokens per step, {} preemptions",
+      prompts.size(), prompt_tokens, cached, generated, seconds,
+      static_cast<double>(prompt_tokens - cached + generated) / seconds, s.steps,
+      s.steps ? static_cast<double>(s.step_tokens) / static_cast<double>(s.steps) : 0.0,
+      s.preemptions);
   return kExitOk;
 }
 
 }  // namespace
 
-FLINT_COMMAND("generate", "generate a continuation of a prompt and report tokens/s", run_generate);
+FLINT_COMMAND("generate", "generate continuations of prompts with the engine and report tokens/s",
+              run_generate);
 
 }  // namespace flint::cli

@@ -113,6 +113,7 @@ struct CacheArgs {
   double cpu_offload_gib = 0;
   std::optional<double> kv_offloading_size_gib;
   std::string kv_offloading_backend = "native";
+  std::optional<std::string> kv_offloading_dir;  // the disk tier's folder
 
   // DeepSeek-V4's largest compression ratio: a block holds whole compressed entries.
   static constexpr int64_t kBlockSizeUnit = 128;

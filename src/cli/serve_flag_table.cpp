@@ -511,20 +511,35 @@ const std::vector<Row>& rows() {
        .group = kCache,
        .value_name = "GIB",
        .vllm = "GiB of CPU RAM as a second tier for KV blocks evicted from the GPU.",
-       .status = Status::kNotApplicable,
-       .flint = "flint's KV cache is in RAM already and has no slower tier to offload {} GiB to",
+       .component = "KV cache (disk tier)",
+       .flint = "the KV cache is in RAM already, so its second tier is {} GiB of local disk "
+                "(--kv-offloading-dir): cached blocks evicted from RAM are written there by a "
+                "background thread and read back on a prefix hit instead of recomputed",
        .set = [](A a, F f, V v) { a.cache.kv_offloading_size_gib = non_negative(f, v); }},
       {.name = "--kv-offloading-backend",
        .group = kCache,
        .value_name = "native|lmcache",
        .default_text = "native",
        .vllm = "Who moves offloaded KV blocks: native or lmcache.",
-       .status = Status::kNotApplicable,
-       .flint = "nothing is offloaded (see --kv-offloading-size)",
+       .component = "KV cache (disk tier)",
+       .flint = "{}: flint's own disk tier (docs/engine.md)",
        .set =
            [](A a, F f, V v) {
              a.cache.kv_offloading_backend = one_of(f, v, {"native", "lmcache"});
+             // LMCache is a Python service for GPU engines; there is nothing to connect to.
+             if (a.cache.kv_offloading_backend == "lmcache") {
+               throw UsageError("{} lmcache is not available in flint: its native backend is "
+                                "the disk tier (--kv-offloading-dir)",
+                                f);
+             }
            }},
+      {.name = "--kv-offloading-dir",
+       .group = kCache,
+       .value_name = "DIR",
+       .component = "KV cache (disk tier)",
+       .flint = "the disk tier keeps its block files in {} (default: $XDG_CACHE_HOME/flint/kv "
+                "or ~/.cache/flint/kv); they survive a restart and are checked before use",
+       .set = [](A a, F, V v) { a.cache.kv_offloading_dir = std::string(v); }},
       // ---- Scheduler
       {.name = "--max-num-batched-tokens",
        .group = kScheduler,

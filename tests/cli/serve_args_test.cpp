@@ -313,6 +313,8 @@ TEST(ServeArgs, BadValuesAreUsageErrors) {
   EXPECT_NE(error_for({"--swap-space", "-4"}).find("must not be negative"), std::string::npos);
   EXPECT_NE(error_for({"--kv-offloading-size", "-5"}).find("must not be negative"),
             std::string::npos);
+  EXPECT_NE(error_for({"--kv-offloading-backend", "lmcache"}).find("lmcache is not available"),
+            std::string::npos);
   EXPECT_NE(error_for({"--kv-cache-memory-bytes", "-1"}).find("at least 1"), std::string::npos);
   EXPECT_NE(error_for({"--tensor-parallel-size", "0"}).find("at least 1"), std::string::npos);
   EXPECT_NE(error_for({"--kv-cache-dtype", "fp8_e5m2"}).find("fp8 (e4m3"), std::string::npos);
@@ -440,7 +442,8 @@ TEST(ServeArgs, EveryFlagParsesAndExplainsItself) {
       {"--swap-space", {"--swap-space", "0"}},
       {"--cpu-offload-gb", {"--cpu-offload-gb", "10"}},
       {"--kv-offloading-size", {"--kv-offloading-size", "64"}},
-      {"--kv-offloading-backend", {"--kv-offloading-backend", "lmcache"}},
+      {"--kv-offloading-backend", {"--kv-offloading-backend", "native"}},
+      {"--kv-offloading-dir", {"--kv-offloading-dir", "/tmp/kv"}},
       {"--max-num-batched-tokens", {"--max-num-batched-tokens", "8192"}},
       {"--max-num-seqs", {"--max-num-seqs", "16"}},
       {"--enable-chunked-prefill", {"--enable-chunked-prefill"}},
