@@ -16,5 +16,6 @@ banner() { printf '\n==== %s ====\n' "$*"; }
 banner "DEMO CHECKPOINT WITH RANDOM WEIGHTS: output text is meaningless"
 banner "flint inspect $DEMO"
 ./build/flint inspect "$DEMO"
-banner "flint generate $DEMO --prompt ... (random weights: gibberish expected)"
-./build/flint generate "$DEMO" --prompt "The capital of France is" -n 24 --temperature 0
+banner "flint generate $DEMO --prompt ... (two prompts in one batch; random weights: gibberish expected)"
+./build/flint generate "$DEMO" --prompt "The capital of France is" "Once upon a time" -n 24 \
+  --temperature 0

@@ -12,6 +12,15 @@
 
 namespace flint::testing {
 
+// True in the sanitizer builds of scripts/test.sh (FLINT_SANITIZE): they run the model 10 to
+// 40 times slower, so tests that check numbers over long sequences shrink there, keeping the
+// code paths they reach (the main build runs them in full).
+#ifdef FLINT_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // A fresh directory under the system temp dir, removed when the process exits.
 std::filesystem::path temp_dir(const std::string& tag);
 
