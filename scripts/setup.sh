@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-dev
   python3 python3-numpy
 )
 # Node.js and npm: this machine kind ships them (NodeSource build, npm bundled, which
