@@ -6,8 +6,8 @@
 #   fuzz  clang build with libFuzzer: each fuzz target for a bounded time
 #   asan  g++ build with AddressSanitizer + UndefinedBehaviorSanitizer: the GoogleTest suites
 #         and the command-line tests (not the long golden and Python reference comparisons)
-#   tsan  g++ build with ThreadSanitizer of the engine and KV tests: the concurrency tests
-#         (EngineThreads.*, DiskTier.*)
+#   tsan  g++ build with ThreadSanitizer of the engine, KV and server tests: the concurrency
+#         tests (EngineThreads.*, DiskTier.*, HttpServer.*)
 # `scripts/test.sh` runs all four in this order; `scripts/test.sh asan tsan` runs only those.
 # Any failure (a test, or a sanitizer report, which fails its test) fails the script.
 set -euo pipefail
@@ -57,11 +57,11 @@ stage_tsan() {
   CC=$SANITIZER_CC CXX=$SANITIZER_CXX cmake -S . -B build-tsan "${SANITIZER_FLAGS[@]}" \
     -DFLINT_SANITIZE=thread >/dev/null
   env "${TSAN_ENV[@]}" cmake --build build-tsan -j "$JOBS" \
-    --target flint_engine_tests flint_kv_tests
+    --target flint_engine_tests flint_kv_tests flint_server_tests
   # The other test programs are not built here (ctest lists them as *_NOT_BUILT); the regex
   # selects the concurrency tests only. No match (while a suite has no such test yet) is fine.
   env "${TSAN_ENV[@]}" ctest --test-dir build-tsan --output-on-failure -j "$JOBS" --timeout 900 \
-    --no-tests=ignore -R '^(EngineThreads|DiskTier)'
+    --no-tests=ignore -R '^(EngineThreads|DiskTier|HttpServer)'
 }
 
 for stage in "${STAGES[@]}"; do
