@@ -543,7 +543,9 @@ TEST(HttpServer, HoldsTwoHundredStreamsOnOneThread) {
   }
   auto responders = parked.wait(kStreams);
   EXPECT_EQ(server.open_connections(), kStreams);
-  EXPECT_LE(thread_count(), threads_before + 1) << "a thread per connection?";
+  // The I/O thread, plus slack for threads a sanitizer runtime starts on its own (TSan's
+  // background thread appears lazily): a thread per connection would add 200.
+  EXPECT_LE(thread_count(), threads_before + 4) << "a thread per connection?";
   for (std::size_t i = 0; i < kStreams; ++i) {
     ASSERT_TRUE(responders[i]->start_stream(200, "text/event-stream"));
     ASSERT_TRUE(responders[i]->write("first,"));
