@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "text/py_json.h"
 
 namespace flint::server {
 namespace {
@@ -19,36 +20,6 @@ bool is_framing_header(std::string_view name) {
 
 bool has_line_break(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != s.npos;
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
 }
 
 }  // namespace
@@ -136,7 +107,9 @@ std::string chunk_frame(std::string_view data) {
 
 std::string error_body(int status, std::string_view message) {
   std::string out = "{\"error\":{\"message\":";
-  append_json_string(out, message);
+  // The text layer's escaper: it also turns bytes that are not UTF-8 into U+FFFD, so an
+  // error message quoting a client's bytes stays valid JSON.
+  append_py_json_string(out, message);
   out += fmt::format(",\"type\":\"{}\",\"code\":{}}}}}",
                      status >= 500 ? "server_error" : "invalid_request_error", status);
   return out;
