@@ -1,8 +1,8 @@
 // `flint serve MODEL [flags]`: the vLLM-compatible server command.
 //
 // Parses the command line (serve_args.h), logs one line per flag given, checks that MODEL
-// is a checkpoint directory whose config.json agrees with the flags, then calls run_serve.
-// run_serve is the hand-off point for the model loader, engine and HTTP server.
+// is a checkpoint directory whose config.json agrees with the flags, then calls run_serve
+// (serve_run.cpp), which loads the model and serves the API.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +20,7 @@
 
 namespace flint::cli {
 
-// Defined at the end of this file: the hand-off point.
+// serve_run.cpp: load, serve, shut down.
 int run_serve(const ServeArgs& args);
 
 namespace {
@@ -47,8 +47,7 @@ Json speculative_json(const SpeculativeArgs& s) {
   return j;
 }
 
-// The parsed configuration, for the final message and later for a debug endpoint. API keys
-// are replaced by their count.
+// The parsed configuration, logged at debug level. API keys are replaced by their count.
 Json serve_args_to_json(const ServeArgs& a) {
   auto opt = [](const auto& value) -> Json { return value ? Json(*value) : Json(nullptr); };
   const char* dtype = a.model.dtype == ModelDtype::kAuto   ? "auto"
@@ -198,17 +197,11 @@ int serve_command(std::span<const std::string> argv) {
     spdlog::info("{}", line);
   }
   check_checkpoint(args);
+  spdlog::debug("configuration: {}", serve_args_to_json(args).dump());
   return run_serve(args);
 }
 
 }  // namespace
-
-// The hand-off point for the issues adding the model loader, the engine and the HTTP
-// server: `args` is parsed, explained and checked against the checkpoint's config.json.
-int run_serve(const ServeArgs& args) {
-  throw Error("the OpenAI-compatible server is not implemented yet; parsed configuration: {}",
-              serve_args_to_json(args).dump());
-}
 
 }  // namespace flint::cli
 

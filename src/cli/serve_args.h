@@ -131,7 +131,7 @@ struct SchedulerArgs {
 };
 
 struct ServerArgs {
-  std::optional<std::string> host;              // unset: every interface
+  std::optional<std::string> host;              // unset: 127.0.0.1
   int64_t port = 8000;                          // 0: any free port
   std::vector<std::string> served_model_names;  // empty: the MODEL argument
   std::vector<std::string> api_keys;            // never logged
@@ -150,6 +150,8 @@ struct ServerArgs {
   bool enable_log_requests = false;
   std::optional<int64_t> max_log_len;
   bool disable_log_stats = false;
+  int64_t max_waiting_requests = 0;  // 0: no bound
+  double shutdown_timeout = 30;      // seconds running requests get to finish on SIGTERM
 };
 
 // Flags that only configure GPU machinery in vLLM; kept so that command lines parse.
@@ -167,6 +169,7 @@ struct FlintArgs {
   int64_t threads = 0;  // worker threads; 0: one per core
   std::string log_level = "info";
   QuantSimulation quant_simulation = QuantSimulation::kOfficial;
+  bool enable_debug_replay = false;  // requests may replace the model's output (tests only)
 };
 
 // A flag as given on the command line, for the explanation lines.

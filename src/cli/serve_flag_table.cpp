@@ -80,8 +80,8 @@ std::string explain_threads(const ServeArgs& a, const MachineInfo& m) {
 
 std::string explain_api_key(const ServeArgs& a, const MachineInfo&) {
   return fmt::format(
-      "requests to /v1 must send 'Authorization: Bearer KEY' with one of the {} "
-      "key(s) given (keys are never logged)",
+      "every endpoint but /health and the chat page needs one of the {} key(s) given, as "
+      "'Authorization: Bearer KEY' or 'x-api-key: KEY' (keys are never logged)",
       a.server.api_keys.size());
 }
 
@@ -261,7 +261,7 @@ const std::vector<Row>& rows() {
        .default_text = "auto",
        .vllm = "Longest context (prompt plus output) in tokens; 1k = 1000, 1K = 1024; auto or -1 "
                "= the model's maximum.",
-       .component = "engine",
+       .status = Status::kApplied,
        .flint = "a request's prompt plus output holds at most that many tokens; it may not "
                 "exceed max_position_embeddings of config.json",
        .set = set_max_model_len,
@@ -271,7 +271,7 @@ const std::vector<Row>& rows() {
        .value_name = "N",
        .default_text = "20",
        .vllm = "Most log-probabilities a request may ask for; -1 = no limit.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "requests asking for more than {} logprobs are refused",
        .set = [](A a, F f, V v) { a.model.max_logprobs = int_at_least(f, v, -1); }},
       {.name = "--seed",
@@ -279,7 +279,7 @@ const std::vector<Row>& rows() {
        .value_name = "N",
        .default_text = "0",
        .vllm = "Seed of the random generators.",
-       .component = "sampler",
+       .status = Status::kApplied,
        .flint = "seeds the sampler's random generator with {}; a request's own seed still wins",
        .set = [](A a, F f, V v) { a.model.seed = parse_int(f, v); }},
       {.name = "--generation-config",
@@ -288,7 +288,7 @@ const std::vector<Row>& rows() {
        .default_text = "auto",
        .vllm = "Default sampling parameters: auto = the model's generation_config.json, vllm = "
                "none, or that folder's file.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "default sampling parameters come from the checkpoint's generation_config.json "
                 "(auto), nowhere (vllm) or the folder given",
        .set = [](A a, F, V v) { a.model.generation_config = std::string(v); }},
@@ -297,7 +297,7 @@ const std::vector<Row>& rows() {
        .kind = Kind::kConfig,
        .value_name = "JSON",
        .vllm = "JSON object overriding default sampling parameters, e.g. '{\"temperature\": 0.6}'.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "merged over the default sampling parameters",
        .set_json =
            [](A a, F f, const Json& u) {
@@ -319,7 +319,7 @@ const std::vector<Row>& rows() {
        .group = kModel,
        .value_name = "DIR",
        .vllm = "Tokenizer name or folder (default: the model's).",
-       .component = "tokenizer",
+       .status = Status::kApplied,
        .flint = "tokenizer.json and tokenizer_config.json are read from {} instead of the "
                 "checkpoint",
        .set = [](A a, F, V v) { a.model.tokenizer = std::string(v); }},
@@ -440,7 +440,7 @@ const std::vector<Row>& rows() {
        .value_name = "X",
        .default_text = "0.9",
        .vllm = "Fraction of GPU memory for weights, activations and KV cache, in (0, 1].",
-       .component = "KV cache allocator",
+       .status = Status::kApplied,
        .flint = "no GPU here: the fraction {} of RAM given to weights plus KV cache",
        .set = set_gpu_memory_utilization,
        .explain = explain_memory},
@@ -449,7 +449,7 @@ const std::vector<Row>& rows() {
        .value_name = "BYTES",
        .vllm = "KV cache size per GPU in bytes (8G, 512M, ...); overrides "
                "--gpu-memory-utilization for the KV cache.",
-       .component = "KV cache allocator",
+       .status = Status::kApplied,
        .flint = "the KV cache gets {} bytes whatever --gpu-memory-utilization says",
        .set = [](A a, F f, V v) { a.cache.kv_cache_memory_bytes = size_at_least(f, v, 1); },
        .explain = explain_kv_bytes},
@@ -458,7 +458,7 @@ const std::vector<Row>& rows() {
        .value_name = "TYPE",
        .default_text = "auto",
        .vllm = "Storage type of the KV cache (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, ...).",
-       .component = "KV cache",
+       .status = Status::kApplied,
        .flint = "auto and fp8 (fp8_e4m3, fp8_ds_mla) store the 448 non-RoPE dims of each KV "
                 "entry as FP8 e4m3 in blocks of 64 with power-of-two scales, as DeepSeek's code "
                 "rounds them anyway, and the 64 RoPE dims in bf16; bf16 stores everything "
@@ -470,7 +470,7 @@ const std::vector<Row>& rows() {
        .value_name = "N",
        .default_text = "256",
        .vllm = "Tokens per KV cache block.",
-       .component = "KV cache",
+       .status = Status::kApplied,
        .flint = "{} tokens per KV block: a positive multiple of 128, DeepSeek-V4's largest "
                 "compression ratio, so a block holds whole compressed entries and prefix hits "
                 "end where every cache kind is complete",
@@ -481,14 +481,14 @@ const std::vector<Row>& rows() {
        .default_text = "true",
        .vllm = "Reuse the KV blocks of identical prompt prefixes (on by default; "
                "--no-enable-prefix-caching turns it off).",
-       .component = "KV cache",
+       .status = Status::kApplied,
        .flint = "requests sharing a prompt prefix reuse its cached KV blocks",
        .set = [](A a, F f, V v) { a.cache.enable_prefix_caching = parse_bool(f, v); }},
       {.name = "--num-gpu-blocks-override",
        .group = kCache,
        .value_name = "N",
        .vllm = "Allocate exactly N KV blocks instead of what memory allows (for tests).",
-       .component = "KV cache allocator",
+       .status = Status::kApplied,
        .flint = "the KV cache holds exactly {} blocks",
        .set = [](A a, F f, V v) { a.cache.num_gpu_blocks_override = int_at_least(f, v, 1); }},
       {.name = "--swap-space",
@@ -511,7 +511,7 @@ const std::vector<Row>& rows() {
        .group = kCache,
        .value_name = "GIB",
        .vllm = "GiB of CPU RAM as a second tier for KV blocks evicted from the GPU.",
-       .component = "KV cache (disk tier)",
+       .status = Status::kApplied,
        .flint = "the KV cache is in RAM already, so its second tier is {} GiB of local disk "
                 "(--kv-offloading-dir): cached blocks evicted from RAM are written there by a "
                 "background thread and read back on a prefix hit instead of recomputed",
@@ -521,7 +521,7 @@ const std::vector<Row>& rows() {
        .value_name = "native|lmcache",
        .default_text = "native",
        .vllm = "Who moves offloaded KV blocks: native or lmcache.",
-       .component = "KV cache (disk tier)",
+       .status = Status::kApplied,
        .flint = "{}: flint's own disk tier (docs/engine.md)",
        .set =
            [](A a, F f, V v) {
@@ -536,7 +536,7 @@ const std::vector<Row>& rows() {
       {.name = "--kv-offloading-dir",
        .group = kCache,
        .value_name = "DIR",
-       .component = "KV cache (disk tier)",
+       .status = Status::kApplied,
        .flint = "the disk tier keeps its block files in {} (default: $XDG_CACHE_HOME/flint/kv "
                 "or ~/.cache/flint/kv); they survive a restart and are checked before use",
        .set = [](A a, F, V v) { a.cache.kv_offloading_dir = std::string(v); }},
@@ -545,14 +545,14 @@ const std::vector<Row>& rows() {
        .group = kScheduler,
        .value_name = "N",
        .vllm = "Token budget of one engine step (prompt chunks plus decoded tokens).",
-       .component = "scheduler",
+       .status = Status::kApplied,
        .flint = "each engine step runs at most {} tokens",
        .set = [](A a, F f, V v) { a.scheduler.max_num_batched_tokens = size_at_least(f, v, 1); }},
       {.name = "--max-num-seqs",
        .group = kScheduler,
        .value_name = "N",
        .vllm = "Most requests running in one step.",
-       .component = "scheduler",
+       .status = Status::kApplied,
        .flint = "at most {} requests run together; the others wait in the queue",
        .set = [](A a, F f, V v) { a.scheduler.max_num_seqs = int_at_least(f, v, 1); }},
       {.name = "--enable-chunked-prefill",
@@ -560,7 +560,7 @@ const std::vector<Row>& rows() {
        .kind = Kind::kSwitch,
        .default_text = "true",
        .vllm = "Split long prompts into chunks that share steps with decoding.",
-       .component = "scheduler",
+       .status = Status::kApplied,
        .flint = "long prompts are prefilled in chunks that fit the step's token budget",
        .set = [](A a, F f, V v) { a.scheduler.enable_chunked_prefill = parse_bool(f, v); }},
       {.name = "--max-num-partial-prefills",
@@ -636,16 +636,18 @@ const std::vector<Row>& rows() {
       {.name = "--host",
        .group = kFrontend,
        .value_name = "ADDR",
+       .default_text = "127.0.0.1",
        .vllm = "Address to listen on (default: every interface).",
-       .component = "HTTP server",
-       .flint = "the OpenAI-compatible API listens on {}",
+       .status = Status::kApplied,
+       .flint = "the API listens on {} (default 127.0.0.1, this machine only: give 0.0.0.0 "
+                "to serve other machines)",
        .set = [](A a, F, V v) { a.server.host = std::string(v); }},
       {.name = "--port",
        .group = kFrontend,
        .value_name = "N",
        .default_text = "8000",
        .vllm = "Port to listen on.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "the API listens on port {} (0: any free port, logged at start)",
        .set = set_port},
       {.name = "--served-model-name",
@@ -653,7 +655,7 @@ const std::vector<Row>& rows() {
        .kind = Kind::kList,
        .value_name = "NAME",
        .vllm = "Model names the API answers to; the first is reported (default: MODEL).",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "the API answers to the model names {}",
        .set_list = [](A a, F,
                       std::vector<std::string> v) { a.server.served_model_names = std::move(v); }},
@@ -662,7 +664,7 @@ const std::vector<Row>& rows() {
        .kind = Kind::kList,
        .value_name = "KEY",
        .vllm = "Require one of these keys as 'Authorization: Bearer KEY' on /v1 endpoints.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "requests must carry one of the keys",
        .set_list =
            [](A a, F f, std::vector<std::string> v) {
@@ -697,7 +699,7 @@ const std::vector<Row>& rows() {
        .kind = Kind::kConfig,
        .value_name = "JSON",
        .vllm = "chat_template_kwargs applied to every request, e.g. '{\"thinking\": true}'.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "defaults for the encoder's options (thinking mode, reasoning effort); a "
                 "request's own chat_template_kwargs win",
        .set_json =
@@ -719,7 +721,7 @@ const std::vector<Row>& rows() {
        .group = kFrontend,
        .kind = Kind::kSwitch,
        .vllm = "Let the model decide to call tools (tool_choice auto); needs --tool-call-parser.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "the model may call tools on its own; deepseek_v4 is assumed when no "
                 "--tool-call-parser is given",
        .set = [](A a, F f, V v) { a.server.enable_auto_tool_choice = parse_bool(f, v); },
@@ -728,21 +730,21 @@ const std::vector<Row>& rows() {
        .group = kFrontend,
        .value_name = "deepseek_v4",
        .vllm = "Parser turning model output into OpenAI tool calls.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "DeepSeek-V4's DSML tool-call markup becomes tool_calls (the only parser)",
        .set = [](A a, F f, V v) { a.server.tool_call_parser = one_of(f, v, {"deepseek_v4"}); }},
       {.name = "--reasoning-parser",
        .group = kFrontend,
        .value_name = "deepseek_v4",
        .vllm = "Parser splitting reasoning from the answer.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "the text inside <think>...</think> becomes reasoning_content (the only parser)",
        .set = [](A a, F f, V v) { a.server.reasoning_parser = one_of(f, v, {"deepseek_v4"}); }},
       {.name = "--enable-prompt-tokens-details",
        .group = kFrontend,
        .kind = Kind::kSwitch,
        .vllm = "Report usage.prompt_tokens_details (cached prompt tokens).",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "usage reports how many prompt tokens came from the prefix cache",
        .set = [](A a, F f, V v) { a.server.enable_prompt_tokens_details = parse_bool(f, v); }},
       {.name = "--return-tokens-as-token-ids",
@@ -782,14 +784,14 @@ const std::vector<Row>& rows() {
        .group = kFrontend,
        .kind = Kind::kSwitch,
        .vllm = "Log every request (prompt and parameters).",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "every request is logged with its parameters",
        .set = [](A a, F f, V v) { a.server.enable_log_requests = parse_bool(f, v); }},
       {.name = "--disable-log-requests",
        .group = kFrontend,
        .kind = Kind::kSwitch,
        .vllm = "Deprecated opposite of --enable-log-requests.",
-       .component = "HTTP server",
+       .status = Status::kApplied,
        .flint = "requests are not logged (the default)",
        .set = [](A a, F f, V v) { a.server.enable_log_requests = !parse_bool(f, v); }},
       {.name = "--max-log-len",
@@ -803,9 +805,25 @@ const std::vector<Row>& rows() {
        .group = kFrontend,
        .kind = Kind::kSwitch,
        .vllm = "No periodic throughput and cache statistics in the log.",
-       .component = "engine",
+       .status = Status::kApplied,
        .flint = "no periodic throughput and cache statistics in the log",
        .set = [](A a, F f, V v) { a.server.disable_log_stats = parse_bool(f, v); }},
+      {.name = "--max-waiting-requests",
+       .group = kFrontend,
+       .value_name = "N",
+       .default_text = "0",
+       .status = Status::kApplied,
+       .flint = "at most {} requests wait for a seat in the engine; more are answered 429 "
+                "(0: no bound)",
+       .set = [](A a, F f, V v) { a.server.max_waiting_requests = int_at_least(f, v, 0); }},
+      {.name = "--shutdown-timeout",
+       .group = kFrontend,
+       .value_name = "SECONDS",
+       .default_text = "30",
+       .status = Status::kApplied,
+       .flint = "on SIGTERM or SIGINT, running requests get {} s to finish (new ones are "
+                "refused) before they are aborted and flint exits 0",
+       .set = [](A a, F f, V v) { a.server.shutdown_timeout = non_negative(f, v); }},
       // ---- GPU-only
       {.name = "--enforce-eager",
        .group = kGpuOnly,
@@ -876,7 +894,7 @@ const std::vector<Row>& rows() {
        .group = kFlint,
        .value_name = "N",
        .default_text = "0",
-       .component = "engine",
+       .status = Status::kApplied,
        .flint = "worker threads for the kernels; 0 = one per core",
        .set = [](A a, F f, V v) { a.flint.threads = int_at_least(f, v, 0); },
        .explain = explain_threads},
@@ -895,7 +913,7 @@ const std::vector<Row>& rows() {
        .group = kFlint,
        .value_name = "official|off",
        .default_text = "official",
-       .component = "model",
+       .status = Status::kApplied,
        .flint = "official rounds activations like DeepSeek's inference code (FP8 blocks of 128 "
                 "before linear layers, FP8 for the KV's non-RoPE dims, FP4 indexer keys and "
                 "queries); off skips those roundings, like llama.cpp",
@@ -906,6 +924,14 @@ const std::vector<Row>& rows() {
                                             : QuantSimulation::kOff;
            },
        .explain = explain_quant_simulation},
+      {.name = "--enable-debug-replay",
+       .group = kFlint,
+       .kind = Kind::kSwitch,
+       .status = Status::kApplied,
+       .flint = "requests may carry \"flint_debug_replay\": [token ids] that replace the "
+                "model's output (to test tool-call and reasoning parsing end to end; never in "
+                "production)",
+       .set = [](A a, F f, V v) { a.flint.enable_debug_replay = parse_bool(f, v); }},
   };
   return table;
 }

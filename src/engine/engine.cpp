@@ -39,10 +39,23 @@ void Engine::submit(EngineRequest request, Callback callback) {
   core_.validate(request);
   {
     std::lock_guard lock(mutex_);
+    const int64_t limit = core_.config().max_waiting_requests;
+    if (limit > 0 && stats_.waiting + inbox_submits_ >= limit) {
+      throw QueueFullError(
+          "the server has {} requests waiting already (--max-waiting-requests {}); retry later",
+          stats_.waiting + inbox_submits_, limit);
+    }
+    ++inbox_submits_;
     inbox_.push_back(Submit{std::move(request), std::move(callback)});
     busy_ = true;
   }
   wake_.notify_all();
+}
+
+bool Engine::queue_full() const {
+  std::lock_guard lock(mutex_);
+  const int64_t limit = core_.config().max_waiting_requests;
+  return limit > 0 && stats_.waiting + inbox_submits_ >= limit;
 }
 
 std::shared_ptr<OutputQueue> Engine::submit(EngineRequest request) {
@@ -86,6 +99,7 @@ void Engine::loop() {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [this] { return stop_ || !inbox_.empty() || core_.has_work(); });
       inbox.swap(inbox_);
+      inbox_submits_ = 0;
       stopping = stop_;
     }
     std::vector<RequestOutput> events;
@@ -118,6 +132,11 @@ void Engine::loop() {
       busy_ = false;
       idle_.notify_all();
       return;
+    }
+    if (!inbox.empty()) {
+      // The queue bound in submit() counts these as waiting from now on.
+      std::lock_guard lock(mutex_);
+      stats_ = core_.stats();
     }
     if (core_.has_work()) {
       try {

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include "base/error.h"
 #include "engine/engine_core.h"
 
 namespace flint::engine {
@@ -34,6 +35,12 @@ class OutputQueue {
   bool closed_ = false;
 };
 
+// submit() when max_waiting_requests are waiting already.
+class QueueFullError : public Error {
+ public:
+  using Error::Error;
+};
+
 class Engine {
  public:
   using Callback = std::function<void(const RequestOutput&)>;
@@ -44,10 +51,14 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates on the calling thread (throws flint::Error naming the field; nothing is
-  // queued then) and queues the request. A duplicate live id is reported through the
-  // callback as a kError event.
+  // queued then) and queues the request; throws QueueFullError when the waiting queue is
+  // full. A duplicate live id is reported through the callback as a kError event.
   void submit(EngineRequest request, Callback callback);
   std::shared_ptr<OutputQueue> submit(EngineRequest request);
+  // What submit() checks first; thread-safe.
+  void validate(const EngineRequest& request) const { core_.validate(request); }
+  // True when submit() would throw QueueFullError now.
+  bool queue_full() const;
   // Aborts a request wherever it is; its KV is freed before the next step. Unknown ids
   // (finished already) are ignored.
   void abort(const std::string& id);
@@ -76,6 +87,7 @@ class Engine {
   std::deque<std::variant<Submit, Abort>> inbox_;
   bool stop_ = false;
   bool busy_ = false;
+  int64_t inbox_submits_ = 0;  // Submit entries in inbox_
   EngineStats stats_;
   std::unordered_map<std::string, Callback> callbacks_;  // engine thread only
   std::thread thread_;

@@ -17,6 +17,9 @@ struct EngineConfig {
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   int64_t max_logprobs = 20;  // -1: no limit
   uint64_t seed = 0;          // for requests without a seed
+  // Requests waiting to start at most (queued and not yet scheduled); 0: no bound. Beyond
+  // it submit() throws QueueFullError (the server answers 429).
+  int64_t max_waiting_requests = 0;
 
   // KV cache.
   int64_t block_size = 256;

@@ -164,6 +164,7 @@ void EngineCore::add(EngineRequest request) {
   }
   auto r = std::make_unique<RequestState>();
   r->request = std::move(request);
+  r->added = std::chrono::steady_clock::now();
   r->samples.push_back(new_sequence(*r, 0));
   scheduler_.add(r->samples[0].get());
   const std::string id = r->request.id;
@@ -184,6 +185,11 @@ std::optional<RequestOutput> EngineCore::abort(const std::string& id) {
   ev.usage.prompt_tokens = static_cast<int64_t>(r.request.prompt.size());
   for (auto& seq : r.samples) ev.usage.completion_tokens += seq->num_generated();
   ev.usage.cached_prompt_tokens = std::max<int64_t>(0, r.samples[0]->cached_prompt);
+  ev.usage.queue_seconds = r.queue_seconds >= 0
+                               ? r.queue_seconds
+                               : std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                               r.added)
+                                     .count();
   requests_.erase(it);
   return ev;
 }
@@ -202,7 +208,10 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   std::vector<dsv4::ForwardRequest> batch;
   batch.reserve(out.scheduled.size());
+  const auto now = std::chrono::steady_clock::now();
   for (const ScheduledSeq& s : out.scheduled) {
+    RequestState& r = *s.seq->request;
+    if (r.queue_seconds < 0) r.queue_seconds = std::chrono::duration<double>(now - r.added).count();
     batch.push_back({&cache_.sequence(*s.seq->kv),
                      std::span<const int32_t>(s.seq->tokens)
                          .subspan(static_cast<size_t>(s.seq->num_computed),
@@ -313,6 +322,8 @@ void EngineCore::record(Sequence& seq, SampleResult res, std::vector<RequestOutp
              p.stop_token_ids.end()) {
     seq.finish_reason = FinishReason::kStop;
     seq.stop_token = t;
+  } else if (seq.sampler->forced_stop()) {
+    seq.finish_reason = FinishReason::kStop;
   } else if (seq.num_generated() >= seq.max_tokens ||
              static_cast<int64_t>(seq.tokens.size()) >= config_.max_model_len) {
     seq.finish_reason = FinishReason::kLength;
@@ -340,6 +351,7 @@ void EngineCore::emit(Sequence& seq, FinishReason reason, std::vector<RequestOut
     ev.usage.prompt_tokens = seq.prompt_len;
     for (auto& s : r.samples) ev.usage.completion_tokens += s->num_generated();
     ev.usage.cached_prompt_tokens = std::max<int64_t>(0, r.samples[0]->cached_prompt);
+    ev.usage.queue_seconds = std::max(0.0, r.queue_seconds);
   }
   events.push_back(std::move(ev));
 }

@@ -7,6 +7,7 @@
 // on its own thread for the CLI and the server.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ struct EngineStats {
   int64_t last_step_tokens = 0;
   int64_t preemptions = 0;
   int64_t generated_tokens = 0;
+  // Speculative decoding: drafts proposed, draft tokens proposed and accepted (0 without a
+  // draft model).
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   double step_seconds = 0, forward_seconds = 0;  // summed over steps
   kv::KvCacheStats kv;
 };
@@ -39,6 +43,8 @@ struct RequestState {
   std::vector<std::unique_ptr<Sequence>> samples;
   int64_t finished = 0;
   bool forked = false;
+  std::chrono::steady_clock::time_point added;  // when add() took it
+  double queue_seconds = -1;                     // until its first step; -1 before
 };
 
 class EngineCore {

@@ -24,6 +24,7 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // over all samples of the request
   int64_t cached_prompt_tokens = 0;  // prompt tokens restored from the prefix cache
+  double queue_seconds = 0;  // from add() to the first step that computed the request
 };
 
 // One event of one sample of a request: the tokens produced since the last event and,

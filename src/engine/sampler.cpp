@@ -60,6 +60,15 @@ void validate(const SamplingParams& p, const SamplingLimits& l) {
   for (const auto& s : p.stop) {
     if (s.empty()) throw Error("stop: a stop string is empty");
   }
+  if (p.forced) {
+    std::vector<int32_t> ids = p.forced->tokens;
+    if (p.forced->after) ids.push_back(*p.forced->after);
+    for (int32_t id : ids) {
+      if (id < 0 || id >= l.vocab_size)
+        throw Error("forced tokens: token id {} is outside the vocabulary [0, {})", id,
+                    l.vocab_size);
+    }
+  }
 }
 
 int32_t argmax(std::span<const float> logits) {
@@ -123,10 +132,24 @@ Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt,
   if (params_.repetition_penalty != 1.0) {
     for (int32_t t : prompt) seen_[t] = true;
   }
+  if (params_.forced && !params_.forced->after) forced_next_ = 0;
+}
+
+bool Sampler::forced_stop() const {
+  return params_.forced && params_.forced->then_stop &&
+         forced_next_ == static_cast<int64_t>(params_.forced->tokens.size());
 }
 
 void Sampler::accept(int32_t token) {
   ++num_output_;
+  if (params_.forced) {
+    const auto& forced = params_.forced->tokens;
+    if (forced_next_ >= 0 && forced_next_ < static_cast<int64_t>(forced.size())) {
+      ++forced_next_;
+    } else if (forced_next_ < 0 && token == *params_.forced->after) {
+      forced_next_ = 0;
+    }
+  }
   if (params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) ++output_counts_[token];
   if (params_.repetition_penalty != 1.0) seen_[token] = true;
 }
@@ -213,7 +236,11 @@ SampleResult Sampler::sample(std::span<float> x) {
     for (const Candidate& e : top_k_of(raw_, static_cast<size_t>(*params_.logprobs)))
       res.top.push_back({e.id, e.value - lse});
   }
-  if (params_.temperature == 0.0) {
+  const bool forcing = params_.forced && forced_next_ >= 0 &&
+                       forced_next_ < static_cast<int64_t>(params_.forced->tokens.size());
+  if (forcing) {
+    res.token = params_.forced->tokens[static_cast<size_t>(forced_next_)];
+  } else if (params_.temperature == 0.0) {
     process(x);
     res.token = argmax(x);
   } else {

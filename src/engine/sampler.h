@@ -23,6 +23,15 @@
 
 namespace flint {
 
+// Tokens the output must continue with, whatever the model prefers (tool_choice "required"
+// after the reasoning, the server's debug replay): once `after` has been generated (from the
+// first token when unset), the next outputs are `tokens`. Their logprobs are still the model's.
+struct ForcedTokens {
+  std::optional<int32_t> after;
+  std::vector<int32_t> tokens;
+  bool then_stop = false;  // the sample ends (finish reason stop) after the last forced token
+};
+
 struct SamplingParams {
   double temperature = 1.0;  // 0: greedy
   double top_p = 1.0;        // (0, 1]
@@ -42,6 +51,7 @@ struct SamplingParams {
   std::optional<int64_t> logprobs;  // 0: the sampled token's; N: also the N most likely
   int64_t n = 1;                    // samples of the request
   bool skip_special_tokens = true;  // for the client's detokenizer
+  std::optional<ForcedTokens> forced;
 };
 
 struct SamplingLimits {
@@ -77,9 +87,11 @@ class Sampler {
 
   // Samples from `logits` (used as scratch: changed in place).
   SampleResult sample(std::span<float> logits);
-  // Records a generated token (penalties, min_tokens).
+  // Records a generated token (penalties, min_tokens, forced tokens).
   void accept(int32_t token);
   int64_t num_output() const { return num_output_; }
+  // The forced tokens with then_stop have all been generated: the sample is done.
+  bool forced_stop() const;
 
   // The probabilities sample() draws from, by token id (zero outside the kept set); for
   // tests and lossless speculative verification. `logits` is scratch.
@@ -96,6 +108,8 @@ class Sampler {
   std::unordered_map<int32_t, bool> seen_;  // prompt and output tokens (repetition penalty)
   Rng rng_;
   int64_t num_output_ = 0;
+  // Next forced token's index into params_.forced->tokens; -1 before `after` was generated.
+  int64_t forced_next_ = -1;
   std::vector<float> raw_;  // scratch: the unprocessed logits, for logprobs
 };
 

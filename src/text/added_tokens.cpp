@@ -40,19 +40,29 @@ int32_t AddedTokenMatcher::child(int32_t node, uint8_t byte) const {
   return -1;
 }
 
-void AddedTokenMatcher::split(std::string_view text, std::vector<TextSection>& out) const {
+void AddedTokenMatcher::split(std::string_view text, std::vector<TextSection>& out,
+                              std::span<const TextSpan> literal) const {
   out.clear();
   std::size_t start = 0;  // start of the pending plain text
   std::size_t i = 0;
   const std::size_t n = text.size();
+  std::size_t next_literal = 0;  // the first literal span not wholly before i
   while (i < n) {
+    while (next_literal < literal.size() && literal[next_literal].end <= i) ++next_literal;
+    if (next_literal < literal.size() && literal[next_literal].begin <= i) {
+      i = literal[next_literal].end;  // client text: no control tokens inside
+      continue;
+    }
     if (!can_start_[static_cast<uint8_t>(text[i])]) {
       ++i;
       continue;
     }
+    // A match must end before the next literal span begins.
+    const std::size_t limit =
+        next_literal < literal.size() ? std::min(n, literal[next_literal].begin) : n;
     int32_t node = 0, best = -1;
     std::size_t best_end = 0;
-    for (std::size_t j = i; j < n; ++j) {
+    for (std::size_t j = i; j < limit; ++j) {
       node = child(node, static_cast<uint8_t>(text[j]));
       if (node < 0) break;
       int32_t token = nodes_[static_cast<std::size_t>(node)].token_index;

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "text/text_span.h"
 
 namespace flint::text {
 
@@ -40,7 +43,10 @@ class AddedTokenMatcher {
   // Splits valid UTF-8 `text` into plain sections and added tokens, applies lstrip/rstrip and
   // drops empty plain sections. Appends to `out` (cleared first). O(len * longest token) in the
   // worst case; positions whose byte cannot start a token are skipped in O(1).
-  void split(std::string_view text, std::vector<TextSection>& out) const;
+  // No token is matched that overlaps one of `literal` (sorted, disjoint byte ranges of
+  // `text`): added-token strings there stay plain text.
+  void split(std::string_view text, std::vector<TextSection>& out,
+             std::span<const TextSpan> literal = {}) const;
 
  private:
   struct Node {

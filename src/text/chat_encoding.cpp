@@ -85,6 +85,18 @@ std::string_view text_or_empty(const std::optional<std::string>& text) {
   return text ? std::string_view(*text) : std::string_view();
 }
 
+// Appends client text (a message, a schema, an argument) and records where it went, so that
+// special-token strings inside it can be kept as text when the prompt is tokenized.
+void append_client(std::string& out, std::string_view text, ClientSpans* spans) {
+  if (spans != nullptr && !text.empty()) spans->push_back({out.size(), out.size() + text.size()});
+  out += text;
+}
+void append_client_json(std::string& out, const Json& value, ClientSpans* spans) {
+  const std::size_t begin = out.size();
+  append_py_json(out, value);
+  if (spans != nullptr) spans->push_back({begin, out.size()});
+}
+
 std::vector<Turn> merge_tool_messages(std::span<const ChatMessage* const> messages) {
   std::vector<Turn> merged;
   for (const ChatMessage* message : messages) {
@@ -189,19 +201,50 @@ std::vector<Turn> drop_thinking(const std::vector<Turn>& turns) {
   return result;
 }
 
-void append_tools_and_format(std::string& out, const ChatMessage& message) {
+void append_tools_section(std::string& out, std::span<const ToolDefinition* const> tools,
+                          ClientSpans* spans) {
+  out += kToolsHead;
+  for (std::size_t i = 0; i < tools.size(); ++i) {
+    if (i > 0) out += '\n';
+    append_client_json(out, tools[i]->function, spans);
+  }
+  out += kToolsTail;
+}
+
+void append_dsml_arguments(std::string& out, const std::string& arguments, ClientSpans* spans);
+
+void append_tool_calls(std::string& out, std::span<const ChatToolCall> calls,
+                       ClientSpans* spans) {
+  out += "\n\n";
+  out += dsv4::kToolCallsOpen;
+  out += '\n';
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0) out += '\n';
+    out += dsv4::kInvokeOpen;
+    out += " name=\"";
+    append_client(out, calls[i].name, spans);
+    out += "\">\n";
+    append_dsml_arguments(out, calls[i].arguments, spans);
+    out += '\n';
+    out += dsv4::kInvokeClose;
+  }
+  out += '\n';
+  out += dsv4::kToolCallsClose;
+}
+
+void append_tools_and_format(std::string& out, const ChatMessage& message, ClientSpans* spans) {
   if (!message.tools.empty()) {
     std::vector<const ToolDefinition*> tools;
     for (const auto& tool : message.tools) tools.push_back(&tool);
     out += "\n\n";
-    out += render_tools_section(tools);
+    append_tools_section(out, tools, spans);
   }
   // Python tests the dict's truth: an empty object (or null) writes nothing.
   const auto& format = message.response_format;
   if (format && !format->is_null() && !(format->is_object() && format->empty())) {
     out += "\n\n";
     out += kResponseFormatHead;
-    append_py_json(out, *format);
+    append_client_json(out, *format, spans);
   }
 }
 
@@ -211,6 +254,7 @@ struct RenderContext {
   bool drop_thinking;
   ReasoningEffort effort;
   std::ptrdiff_t last_user;
+  ClientSpans* spans;  // null: not recorded
 };
 
 void render_assistant(std::string& out, const RenderContext& ctx, std::size_t index) {
@@ -219,11 +263,11 @@ void render_assistant(std::string& out, const RenderContext& ctx, std::size_t in
   const bool previous_has_task = index > 0 && ctx.turns[index - 1].task.has_value();
   if (ctx.thinking && !previous_has_task &&
       (!ctx.drop_thinking || static_cast<std::ptrdiff_t>(index) > ctx.last_user)) {
-    if (!turn.reasoning_dropped) out += text_or_empty(message.reasoning_content);
+    if (!turn.reasoning_dropped) append_client(out, text_or_empty(message.reasoning_content), ctx.spans);
     out += dsv4::kThinkEnd;
   }
-  out += text_or_empty(message.content);
-  if (!message.tool_calls.empty()) out += render_tool_calls(message.tool_calls);
+  append_client(out, text_or_empty(message.content), ctx.spans);
+  if (!message.tool_calls.empty()) append_tool_calls(out, message.tool_calls, ctx.spans);
   if (!turn.wo_eos) out += dsv4::kEos;
 }
 
@@ -234,13 +278,13 @@ void render_turn(std::string& out, const RenderContext& ctx, std::size_t index) 
   }
   switch (turn.role) {
     case ChatRole::kSystem:
-      out += text_or_empty(turn.message->content);
-      append_tools_and_format(out, *turn.message);
+      append_client(out, text_or_empty(turn.message->content), ctx.spans);
+      append_tools_and_format(out, *turn.message, ctx.spans);
       break;
     case ChatRole::kDeveloper:
       out += dsv4::kUser;
-      out += text_or_empty(turn.message->content);
-      append_tools_and_format(out, *turn.message);
+      append_client(out, text_or_empty(turn.message->content), ctx.spans);
+      append_tools_and_format(out, *turn.message, ctx.spans);
       break;
     case ChatRole::kUser:
       out += dsv4::kUser;
@@ -248,13 +292,13 @@ void render_turn(std::string& out, const RenderContext& ctx, std::size_t index) 
         if (i > 0) out += "\n\n";
         const Block& block = turn.blocks[i];
         if (block.tool_result) out += dsv4::kToolResultOpen;
-        out += block.text;
+        append_client(out, block.text, ctx.spans);
         if (block.tool_result) out += dsv4::kToolResultClose;
       }
       break;
     case ChatRole::kLatestReminder:
       out += dsv4::kLatestReminder;
-      out += text_or_empty(turn.message->content);
+      append_client(out, text_or_empty(turn.message->content), ctx.spans);
       break;
     case ChatRole::kAssistant:
       render_assistant(out, ctx, index);
@@ -285,7 +329,7 @@ void render_turn(std::string& out, const RenderContext& ctx, std::size_t index) 
   }
 }
 
-void append_dsml_arguments(std::string& out, const std::string& arguments) {
+void append_dsml_arguments(std::string& out, const std::string& arguments, ClientSpans* spans) {
   // The encoder json.loads the arguments and writes one parameter per top-level key: strings
   // as is (string="true"), anything else as JSON. Arguments that are not a JSON object become
   // a single string parameter named "arguments" (the encoder does this for invalid JSON and
@@ -300,19 +344,19 @@ void append_dsml_arguments(std::string& out, const std::string& arguments) {
     const bool is_string = it.value().is_string();
     out += dsv4::kParamOpen;
     out += " name=\"";
-    out += it.key();
+    append_client(out, it.key(), spans);
     out += is_string ? "\" string=\"true\">" : "\" string=\"false\">";
     if (is_string) {
-      out += it.value().get_ref<const std::string&>();
+      append_client(out, it.value().get_ref<const std::string&>(), spans);
     } else {
-      append_py_json(out, it.value());
+      append_client_json(out, it.value(), spans);
     }
     out += dsv4::kParamClose;
   }
 }
 
 std::string encode_pointers(std::span<const ChatMessage* const> messages,
-                            const ChatEncodeOptions& options) {
+                            const ChatEncodeOptions& options, ClientSpans* spans) {
   const std::size_t context_count = std::min(options.context_messages, messages.size());
   const auto raw_context = messages.first(context_count);
   const auto raw_rest = messages.subspan(context_count);
@@ -348,7 +392,8 @@ std::string encode_pointers(std::span<const ChatMessage* const> messages,
     context_len = full.size() - render_count;
   }
 
-  const RenderContext ctx{full, thinking, drop, options.reasoning_effort, last_user_index(full)};
+  const RenderContext ctx{full,      thinking, drop, options.reasoning_effort, last_user_index(full),
+                          spans};
   for (std::size_t i = 0; i < render_count; ++i) render_turn(prompt, ctx, i + context_len);
   return prompt;
 }
@@ -356,43 +401,27 @@ std::string encode_pointers(std::span<const ChatMessage* const> messages,
 }  // namespace
 
 std::string render_tools_section(std::span<const ToolDefinition* const> tools) {
-  std::string out(kToolsHead);
-  for (std::size_t i = 0; i < tools.size(); ++i) {
-    if (i > 0) out += '\n';
-    append_py_json(out, tools[i]->function);
-  }
-  out += kToolsTail;
+  std::string out;
+  append_tools_section(out, tools, nullptr);
   return out;
 }
 
 std::string render_tool_calls(std::span<const ChatToolCall> calls) {
-  std::string out = "\n\n";
-  out += dsv4::kToolCallsOpen;
-  out += '\n';
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    if (i > 0) out += '\n';
-    out += dsv4::kInvokeOpen;
-    out += " name=\"";
-    out += calls[i].name;
-    out += "\">\n";
-    append_dsml_arguments(out, calls[i].arguments);
-    out += '\n';
-    out += dsv4::kInvokeClose;
-  }
-  out += '\n';
-  out += dsv4::kToolCallsClose;
+  std::string out;
+  append_tool_calls(out, calls, nullptr);
   return out;
 }
 
 std::string encode_messages(std::span<const ChatMessage> messages,
-                            const ChatEncodeOptions& options) {
+                            const ChatEncodeOptions& options, ClientSpans* client_text) {
   std::vector<const ChatMessage*> pointers;
   pointers.reserve(messages.size());
   for (const auto& message : messages) pointers.push_back(&message);
-  return encode_pointers(pointers, options);
+  return encode_pointers(pointers, options, client_text);
 }
 
-std::string encode_chat(const ChatRequest& request, const ChatEncodeOptions& options) {
+std::string encode_chat(const ChatRequest& request, const ChatEncodeOptions& options,
+                        ClientSpans* client_text) {
   const auto& messages = request.messages;
   const bool attach = !request.tools.empty() && request.tool_choice.mode != ToolChoiceMode::kNone;
   const bool has_head = !messages.empty() && (messages[0].role == ChatRole::kSystem ||
@@ -409,7 +438,7 @@ std::string encode_chat(const ChatRequest& request, const ChatEncodeOptions& opt
   for (std::size_t i = attach && has_head ? 1 : 0; i < messages.size(); ++i) {
     pointers.push_back(&messages[i]);
   }
-  return encode_pointers(pointers, options);
+  return encode_pointers(pointers, options, client_text);
 }
 
 ChatEncodeOptions resolve_encode_options(const ChatRequest& request, bool default_thinking) {

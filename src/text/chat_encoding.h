@@ -20,12 +20,19 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "text/chat_types.h"
+#include "text/text_span.h"
 
 namespace flint {
 
 enum class ThinkingMode { kChat, kThinking };
+
+// Where client text (contents, reasoning, tool schemas, call names and arguments) sits in an
+// encoded prompt: sorted, disjoint byte ranges, for Tokenizer::encode_with_literals, so that a
+// special-token string a user typed stays text. Everything else is the encoder's markup.
+using ClientSpans = std::vector<text::TextSpan>;
 
 // The encoder's reasoning_effort: None, "high" (no visible effect on the prompt) or "max"
 // (prepends a fixed "Reasoning Effort: Absolute maximum ..." paragraph in thinking mode).
@@ -44,12 +51,13 @@ struct ChatEncodeOptions {
 // The encoder's encode_messages(): messages carry their own `tools` (on a system or developer
 // message). Throws flint::Error for a message list the format cannot express.
 std::string encode_messages(std::span<const ChatMessage> messages,
-                            const ChatEncodeOptions& options);
+                            const ChatEncodeOptions& options, ClientSpans* client_text = nullptr);
 
 // An OpenAI request: request-level tools are attached to a leading system/developer message
 // (replacing tools declared there) or, without one, to a new empty system message in front, as
 // vLLM does; tool_choice "none" leaves them out of the prompt (as DeepSeek's API does).
-std::string encode_chat(const ChatRequest& request, const ChatEncodeOptions& options);
+std::string encode_chat(const ChatRequest& request, const ChatEncodeOptions& options,
+                        ClientSpans* client_text = nullptr);
 
 // Options from the request: thinking (chat_template_kwargs.thinking / enable_thinking, or
 // `thinking: {"type": ...}`; `default_thinking` when absent) and reasoning_effort: "none" selects

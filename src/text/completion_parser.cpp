@@ -1,6 +1,10 @@
 #include "text/completion_parser.h"
 
+#include <array>
 #include <utility>
+
+#include "text/chat_markers.h"
+#include "text/marker_scan.h"
 
 namespace flint {
 
@@ -9,12 +13,36 @@ CompletionParser::CompletionParser(CompletionParserOptions options)
       reasoning_(options.start),
       tools_(std::move(options.tools)) {}
 
+std::string CompletionParser::strip_think_tags(std::string_view content, bool final) {
+  static constexpr std::array<std::string_view, 2> kTags{dsv4::kThinkStart, dsv4::kThinkEnd};
+  think_pending_ += content;
+  std::string out;
+  std::size_t from = 0;
+  for (;;) {
+    const MarkerHit hit = find_first_marker(think_pending_, kTags, from);
+    out.append(think_pending_, from, hit.pos - from);
+    from = hit.pos;
+    if (hit.marker < 0) break;
+    stripped_tag_ = true;
+    from += kTags[static_cast<std::size_t>(hit.marker)].size();
+  }
+  // think_pending_[from:] may be the start of a tag; at the end it is text after all.
+  if (final) {
+    out.append(think_pending_, from);
+    think_pending_.clear();
+  } else {
+    think_pending_.erase(0, from);
+  }
+  return out;
+}
+
 void CompletionParser::absorb(ReasoningDelta&& reasoning, ToolStreamDelta&& tools,
-                              CompletionDelta& out) {
+                              CompletionDelta& out, bool final) {
   out.reasoning += reasoning.reasoning;
   total_reasoning_ += reasoning.reasoning;
-  out.content += tools.content;
-  total_content_ += tools.content;
+  const std::string content = strip_think_tags(tools.content, final);
+  out.content += content;
+  total_content_ += content;
   for (auto& call : tools.tool_calls) out.tool_calls.push_back(std::move(call));
 }
 
@@ -27,7 +55,7 @@ CompletionDelta CompletionParser::feed(std::string_view chunk) {
   } else {
     tools.content = std::move(reasoning.content);
   }
-  absorb(std::move(reasoning), std::move(tools), out);
+  absorb(std::move(reasoning), std::move(tools), out, false);
   return out;
 }
 
@@ -51,7 +79,7 @@ CompletionDelta CompletionParser::finish() {
   } else {
     tools.content = std::move(reasoning.content);
   }
-  absorb(std::move(reasoning), std::move(tools), out);
+  absorb(std::move(reasoning), std::move(tools), out, true);
   return out;
 }
 
@@ -61,6 +89,7 @@ ParsedCompletion CompletionParser::result() const {
   result.content = total_content_;
   result.tool_calls = tools_.calls();
   result.warnings = reasoning_.warnings();
+  if (stripped_tag_) result.warnings.push_back("stray <think> / </think> tags dropped from content");
   for (const auto& warning : tools_.warnings()) result.warnings.push_back(warning);
   return result;
 }

@@ -1,5 +1,6 @@
 // Generated text -> assistant message: the reasoning parser followed by the DSML tool-call
-// parser, streaming or whole. The native counterpart of the reference encoder's
+// parser, streaming or whole. Stray <think> / </think> tags in the content (outside tool-call
+// values) are dropped with a warning, so that no markup reaches the client's content. The native counterpart of the reference encoder's
 // parse_message_from_completion_text(), but tolerant: where the reference raises on malformed
 // output, this returns what it can with warnings (see reasoning_parser.h and dsml_parser.h).
 //
@@ -48,13 +49,19 @@ class CompletionParser {
   ParsedCompletion result() const;
 
  private:
-  void absorb(ReasoningDelta&& reasoning, ToolStreamDelta&& tools, CompletionDelta& out);
+  void absorb(ReasoningDelta&& reasoning, ToolStreamDelta&& tools, CompletionDelta& out,
+              bool final);
+  // Content without stray <think> / </think> tags (a model that "closes" its reasoning twice):
+  // they are markup, never text for the client. Held back while a tag may be forming.
+  std::string strip_think_tags(std::string_view content, bool final);
 
   bool parse_tool_calls_;
   ReasoningParser reasoning_;
   ToolCallStreamParser tools_;
   std::string total_reasoning_;
   std::string total_content_;
+  std::string think_pending_;  // content that may be the start of a think tag
+  bool stripped_tag_ = false;
 };
 
 // Whole text at once: the same as feed(text) then finish().

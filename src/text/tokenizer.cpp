@@ -7,6 +7,25 @@
 
 namespace flint::text {
 
+namespace {
+
+// Added tokens give their id; plain sections are pre-tokenized and merged by BPE.
+void encode_sections(const Tokenizer::Impl& m, const std::vector<TextSection>& sections,
+                     std::vector<int32_t>& out) {
+  thread_local std::vector<std::string_view> words;
+  for (const TextSection& section : sections) {
+    if (section.token_index >= 0) {
+      out.push_back(m.added.tokens()[static_cast<std::size_t>(section.token_index)].id);
+      continue;
+    }
+    words.clear();
+    m.pre_tokenizer.split(section.text, words);
+    for (std::string_view word : words) m.bpe.encode_word(word, out);
+  }
+}
+
+}  // namespace
+
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
@@ -27,22 +46,31 @@ void Tokenizer::encode(std::string_view text, bool add_special_tokens, std::vect
   if (add_special_tokens && m.add_bos) out.push_back(m.bos);
 
   thread_local std::vector<TextSection> sections;
-  thread_local std::vector<std::string_view> words;
   if (match_added_tokens) {
     m.added.split(text, sections);
   } else {
     sections.assign(1, TextSection{text, -1});
   }
-  for (const TextSection& section : sections) {
-    if (section.token_index >= 0) {
-      out.push_back(m.added.tokens()[static_cast<std::size_t>(section.token_index)].id);
-      continue;
-    }
-    words.clear();
-    m.pre_tokenizer.split(section.text, words);
-    for (std::string_view word : words) m.bpe.encode_word(word, out);
-  }
+  encode_sections(m, sections, out);
   if (add_special_tokens && m.add_eos) out.push_back(m.eos);
+}
+
+void Tokenizer::encode_with_literals(std::string_view text, std::span<const TextSpan> literal,
+                                     std::vector<int32_t>& out) const {
+  const Impl& m = *impl_;
+  std::string repaired;
+  if (to_valid_utf8(text, repaired).data() != text.data()) {
+    throw Error("encode_with_literals: the text is not valid UTF-8");
+  }
+  for (std::size_t i = 0; i < literal.size(); ++i) {
+    if (literal[i].begin > literal[i].end || literal[i].end > text.size() ||
+        (i > 0 && literal[i].begin < literal[i - 1].end)) {
+      throw Error("encode_with_literals: literal ranges must be sorted, disjoint and inside the text");
+    }
+  }
+  thread_local std::vector<TextSection> sections;
+  m.added.split(text, sections, literal);
+  encode_sections(m, sections, out);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "text/byte_level.h"
+#include "text/text_span.h"
 
 namespace flint::text {
 
@@ -54,6 +55,12 @@ class Tokenizer {
   // split_special_tokens does: for untrusted content that must not inject control tokens.
   void encode(std::string_view text, bool add_special_tokens, std::vector<int32_t>& out,
               bool match_added_tokens = true) const;
+  // Added tokens are matched everywhere but inside `literal` (sorted, disjoint byte ranges of
+  // `text`): a chat prompt whose client text must not inject control tokens. Where no added
+  // token string falls inside a literal range, the ids equal encode(text). `text` must be valid
+  // UTF-8 (throws flint::Error otherwise, since repairing it would move the ranges).
+  void encode_with_literals(std::string_view text, std::span<const TextSpan> literal,
+                            std::vector<int32_t>& out) const;
 
   // Throws flint::Error for an id outside the vocabulary.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;

@@ -206,3 +206,41 @@ TEST(EngineCore, StopTokenIdsAndLogprobs) {
 
 }  // namespace
 }  // namespace flint::engine
+
+namespace flint::engine {
+namespace {
+
+// Forced tokens (tool_choice "required" after the reasoning, the server's debug replay): the
+// output holds them whatever the model prefers, the model's own greedy choice resumes after
+// them, and then_stop ends the sample there; logprobs stay the model's.
+TEST(EngineCore, ForcedTokensFollowTheirTriggerAndCanEndTheSample) {
+  auto prompt = random_tokens(40, 41);
+  auto alone = testutil::greedy_alone(prompt, 6);
+  EngineCore core(tiny_model(), small_config());
+
+  SamplingParams replay = greedy(50);
+  replay.forced = ForcedTokens{std::nullopt, {7, 8, 9}, true};
+  replay.logprobs = 0;
+  core.add(request("replay", prompt, replay));
+
+  // Triggered by the model's own second token: forced tokens follow it.
+  SamplingParams after = greedy(6);
+  after.forced = ForcedTokens{alone[1], {11, 12}, false};
+  core.add(request("after", prompt, after));
+
+  auto out = run_to_end(core);
+  EXPECT_EQ(out["replay"].tokens[0], (std::vector<int32_t>{7, 8, 9}));
+  EXPECT_EQ(out["replay"].finish[0], FinishReason::kStop);
+  EXPECT_EQ(out["after"].tokens[0][0], alone[0]);
+  EXPECT_EQ(out["after"].tokens[0][1], alone[1]);
+  EXPECT_EQ(out["after"].tokens[0][2], 11);
+  EXPECT_EQ(out["after"].tokens[0][3], 12);
+  EXPECT_EQ(out["after"].tokens[0].size(), 6u);
+
+  SamplingParams bad = greedy(3);
+  bad.forced = ForcedTokens{std::nullopt, {-1}, true};
+  EXPECT_NE(error_of(core, request("bad", prompt, bad)).find("forced tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flint::engine

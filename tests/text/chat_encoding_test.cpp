@@ -280,3 +280,78 @@ TEST(ChatEncoding, ContentPartsAreJoined) {
 
 }  // namespace
 }  // namespace flint
+
+namespace flint {
+namespace {
+
+std::size_t count_outside(const std::string& text, const std::string& needle,
+                          const ClientSpans& spans) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1)) {
+    bool inside = false;
+    for (const auto& s : spans) inside = inside || (at >= s.begin && at < s.end);
+    count += inside ? 0 : 1;
+  }
+  return count;
+}
+
+std::size_t count_all(const std::string& text, const std::string& needle) {
+  return count_outside(text, needle, {});
+}
+
+// Every client string of every golden conversation gets a "<｜User｜>" and a "</think>"
+// appended: the prompt must hold exactly the markup of the unchanged conversation outside the
+// reported client spans, and every injected copy inside them.
+TEST(ChatEncoding, ClientSpansCoverEveryClientStringAndNoMarkup) {
+  Json cases = testing::read_chat_json("encoder_goldens.json");
+  const std::string kInjected = "<｜User｜></think>";
+  for (const auto& item : cases) {
+    SCOPED_TRACE(item["name"].get<std::string>());
+    const Json& opts = item["options"];
+    ChatEncodeOptions options;
+    if (opts.value("thinking_mode", "thinking") == "chat")
+      options.thinking_mode = ThinkingMode::kChat;
+    options.drop_thinking = opts.value("drop_thinking", true);
+    options.add_bos = opts.value("add_default_bos_token", true);
+    options.context_messages = opts.value("context", 0);
+    auto messages = parse_chat_messages(item["messages"]);
+    const std::string plain = encode_messages(messages, options);
+    ClientSpans unchanged_spans;
+    EXPECT_EQ(encode_messages(messages, options, &unchanged_spans), plain);
+    for (auto& m : messages) {
+      if (m.content) *m.content += kInjected;
+      if (m.reasoning_content) *m.reasoning_content += kInjected;
+      for (auto& call : m.tool_calls) call.name += kInjected;
+    }
+    ClientSpans spans;
+    const std::string injected = encode_messages(messages, options, &spans);
+    for (std::size_t i = 1; i < spans.size(); ++i) ASSERT_LE(spans[i - 1].end, spans[i].begin);
+    for (const char* marker : {"<｜User｜>", "</think>"}) {
+      EXPECT_EQ(count_outside(injected, marker, spans), count_all(plain, marker)) << marker;
+      EXPECT_GT(count_all(injected, marker), count_all(plain, marker)) << marker;
+    }
+  }
+}
+
+TEST(ChatEncoding, ClientSpansCoverToolSchemasAndArguments) {
+  ChatRequest request = parse_chat_request(std::string_view(R"({
+    "messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "f", "arguments": "{\"q\": \"<｜User｜>\", \"n\": {\"k\": \"<｜User｜>\"}}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "<｜User｜>"}],
+    "tools": [{"type": "function", "function": {"name": "f", "description": "<｜User｜>",
+      "parameters": {"type": "object"}}}]})"));
+  ChatEncodeOptions options;
+  options.thinking_mode = ThinkingMode::kChat;
+  ClientSpans spans;
+  const std::string prompt = encode_chat(request, options, &spans);
+  EXPECT_EQ(prompt, encode_chat(request, options));
+  // Markup: the two user turns' tags. Client text: description, two arguments, one result.
+  EXPECT_EQ(count_outside(prompt, "<｜User｜>", spans), 2u);
+  EXPECT_EQ(count_all(prompt, "<｜User｜>"), 6u);
+}
+
+}  // namespace
+}  // namespace flint

@@ -181,3 +181,34 @@ TEST(CompletionParser, ToolParsingCanBeSwitchedOff) {
 
 }  // namespace
 }  // namespace flint
+
+namespace flint {
+namespace {
+
+// A model that "closes" its reasoning twice: the stray tag is markup, never content, however
+// the text is cut into chunks; tool-call values keep whatever they hold.
+TEST(CompletionParser, StrayThinkTagsLeaveTheContentInAnyChunking) {
+  const std::string text =
+      "why</think>Hello </think>world<think>!\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke "
+      "name=\"f\">\n<｜DSML｜parameter name=\"q\" string=\"true\">a</think>b</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls></thi";
+  for (std::size_t cut = 1; cut <= 7; ++cut) {
+    CompletionParserOptions o;
+    o.tools.make_id = counting_tool_call_ids();
+    CompletionParser parser(o);
+    std::string content;
+    for (std::size_t i = 0; i < text.size(); i += cut) {
+      content += parser.feed(std::string_view(text).substr(i, cut)).content;
+    }
+    content += parser.finish().content;
+    const ParsedCompletion r = parser.result();
+    EXPECT_EQ(r.reasoning_content, "why");
+    EXPECT_EQ(content, "Hello world!</thi") << cut;
+    EXPECT_EQ(r.content, content);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.tool_calls[0].arguments, R"({"q": "a</think>b"})");
+  }
+}
+
+}  // namespace
+}  // namespace flint
