@@ -87,7 +87,7 @@ class ChatSink : public GenerationSink {
       stream_->finish();
       return;
     }
-    if (r.aborted) return;
+    if (r.aborted) return respond_aborted(*responder_);  // a no-op if the client is gone
     if (!r.error.empty()) {
       const ApiError e(500, "", r.error);
       responder_->respond(500, "application/json", openai_error_body(e));

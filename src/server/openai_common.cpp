@@ -49,6 +49,12 @@ void apply_request_extras(const ApiContext& ctx, const Json& body,
   request.sampling.forced = std::move(forced);
 }
 
+void respond_aborted(Responder& responder) {
+  responder.respond(503, "application/json",
+                    openai_error_body(ApiError(503, "", "the request was aborted: the server is "
+                                                        "shutting down")));
+}
+
 Json usage_json(const engine::Usage& usage) {
   return Json{{"prompt_tokens", usage.prompt_tokens},
               {"completion_tokens", usage.completion_tokens},

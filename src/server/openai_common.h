@@ -25,6 +25,10 @@ StreamOptions parse_stream_options(const Json& body);
 // runs with --enable-debug-replay). Call after the prompt and sampling are set.
 void apply_request_extras(const ApiContext& ctx, const Json& body, engine::EngineRequest& request);
 
+// The answer to a whole (not streamed) request the server aborted while the client waited:
+// a shutdown past its grace period. 503, so that clients retry elsewhere.
+void respond_aborted(Responder& responder);
+
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
 // {"cached_tokens"}}.
 Json usage_json(const engine::Usage& usage);

@@ -164,7 +164,7 @@ class CompletionBatch {
       stream_->finish();
       return;
     }
-    if (aborted_) return;
+    if (aborted_) return respond_aborted(*responder_);  // a no-op if the client is gone
     if (!error_.empty()) {
       responder_->respond(500, "application/json", openai_error_body(ApiError(500, "", error_)));
       return;
