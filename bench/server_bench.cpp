@@ -79,10 +79,13 @@ struct Server {
     api = std::make_unique<ApiServer>(o);
     api->set_ready(*ctx);
   }
-  ~Server() { api->shutdown(std::chrono::milliseconds(0)); }
-  std::unique_ptr<engine::Engine> engine;
+  ~Server() {
+    api->shutdown(std::chrono::milliseconds(0));
+    engine.reset();  // its thread's callbacks use the context
+  }
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<ApiContext> ctx;
+  std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<ApiServer> api;
 };
 

@@ -67,6 +67,7 @@ struct World {
     router = std::make_unique<server::Router>(*ctx);
   }
   ~World() {
+    engine.reset();  // its thread's callbacks use the context
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }

@@ -179,7 +179,9 @@ int run_serve(const ServeArgs& args) {
 
   auto model = dsv4::load_model(args.model.path);
   const text::Tokenizer tokenizer = text::Tokenizer::load(args.model.tokenizer.value_or(args.model.path));
-  engine::Engine engine(*model, engine_config(args, model->config()));
+  // A pointer so that the engine (whose thread runs the requests' callbacks, which use the
+  // context) is stopped before the context and the metrics go away.
+  auto engine = std::make_unique<engine::Engine>(*model, engine_config(args, model->config()));
 
   server::ServerConfig config;
   config.served_model_names = args.server.served_model_names;
@@ -192,22 +194,22 @@ int run_serve(const ServeArgs& args) {
   config.default_chat_template_kwargs =
       nlohmann::ordered_json::parse(args.server.default_chat_template_kwargs.dump());
   config.default_sampling = default_sampling(args);
-  config.max_model_len = engine.config().max_model_len;
+  config.max_model_len = engine->config().max_model_len;
   config.enable_debug_replay = args.flint.enable_debug_replay;
   config.enable_log_requests = args.server.enable_log_requests;
   config.version = FLINT_VERSION;
   server::Metrics metrics(config.served_model_names.front());
-  server::ApiContext context(std::move(config), engine, tokenizer, metrics);
+  server::ApiContext context(std::move(config), *engine, tokenizer, metrics);
   api.set_ready(context);
   signals.set_ready();
   spdlog::info("ready: serving {} as '{}' on http://{}:{}", args.model.path, context.model_name(),
                options.http.host, api.port());
 
   constexpr auto kStatsInterval = std::chrono::seconds(10);
-  engine::EngineStats last = engine.stats();
+  engine::EngineStats last = engine->stats();
   auto last_time = std::chrono::steady_clock::now();
   while (!signals.wait(kStatsInterval)) {
-    const engine::EngineStats now = engine.stats();
+    const engine::EngineStats now = engine->stats();
     const auto t = std::chrono::steady_clock::now();
     if (!args.server.disable_log_stats && (now.steps != last.steps || now.running + now.waiting > 0))
       log_stats(now, last, std::chrono::duration<double>(t - last_time).count());
@@ -215,6 +217,7 @@ int run_serve(const ServeArgs& args) {
     last_time = t;
   }
   api.shutdown(std::chrono::milliseconds(static_cast<int64_t>(args.server.shutdown_timeout * 1000)));
+  engine.reset();
   spdlog::info("shut down");
   return kExitOk;
 }

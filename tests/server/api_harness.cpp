@@ -69,6 +69,7 @@ ApiHarness::ApiHarness(ServerConfig config, engine::EngineConfig engine_config,
 ApiHarness::~ApiHarness() {
   api->shutdown(std::chrono::milliseconds(0));
   api.reset();
+  engine.reset();
 }
 
 Response request(std::uint16_t port, std::string_view method, std::string_view target,

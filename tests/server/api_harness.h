@@ -38,9 +38,11 @@ struct ApiHarness {
 
   std::uint16_t port() const { return api->port(); }
 
-  std::unique_ptr<engine::Engine> engine;
+  // Destroyed bottom up: the server, then the engine (its thread may still be finishing
+  // requests, whose callbacks use the context), then the context.
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<ApiContext> ctx;
+  std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<ApiServer> api;
 };
 

@@ -113,11 +113,12 @@ TEST(ApiServer, HealthIs503UntilTheModelIsReady) {
   EXPECT_EQ(request(api.port(), "GET", "/health").status, 503);
   EXPECT_EQ(request(api.port(), "POST", "/v1/chat/completions", "{}").status, 503);
   Metrics metrics("tiny");
-  engine::Engine engine(tiny_model(), test_engine_config());
-  ApiContext ctx(test_server_config(), engine, v4_tokenizer(), metrics);
+  auto engine = std::make_unique<engine::Engine>(tiny_model(), test_engine_config());
+  ApiContext ctx(test_server_config(), *engine, v4_tokenizer(), metrics);
   api.set_ready(ctx);
   EXPECT_EQ(request(api.port(), "GET", "/health").status, 200);
   api.shutdown(0ms);
+  engine.reset();  // before the context its callbacks use
 }
 
 // Greedy output is the same whether streamed or not, and the usage adds up.
