@@ -85,6 +85,16 @@ std::string forced_opening(const ToolChoice& choice, ClientSpans* spans, std::si
 
 }  // namespace
 
+ChatRequest parse_openai_chat(const Json& body) {
+  try {
+    return parse_chat_request(body);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw bad_request(e);
+  }
+}
+
 ChatPromptText render_chat_prompt(const ApiContext& ctx, const ChatRequest& request) {
   const ChatRequest chat = with_defaults(ctx, request);
   Encoded e = encode(chat);

@@ -20,6 +20,9 @@
 
 namespace flint::server {
 
+// parse_chat_request() (the OpenAI shape) with its errors as 400s naming the field.
+ChatRequest parse_openai_chat(const Json& body);
+
 // Fills spec.request.prompt, spec.parse_chat, reasoning_start, tools, parser_prefix,
 // deliver_tool_calls and spec.request.sampling.forced from `chat`. Throws ApiError (400 naming
 // the field) for what cannot be encoded. `spec.request.sampling` should be set already (the

@@ -49,15 +49,7 @@ void handle_tokenize(ApiContext& ctx, const Request& request,
   ctx.check_model(body);
   std::vector<int32_t> ids;
   if (field(body, "messages") != nullptr) {
-    ChatRequest chat;
-    try {
-      chat = parse_chat_request(body);
-    } catch (const ApiError&) {
-      throw;
-    } catch (const Error& e) {
-      throw bad_request(e);
-    }
-    ids = render_chat_prompt(ctx, chat).ids;
+    ids = render_chat_prompt(ctx, parse_openai_chat(body)).ids;
   } else {
     const std::optional<std::string> prompt = get_string(body, "prompt");
     if (!prompt) throw ApiError(400, "prompt", "prompt: give \"prompt\" (text) or \"messages\"");

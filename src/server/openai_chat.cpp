@@ -178,14 +178,7 @@ void handle_chat_completions(ApiContext& ctx, const Request& request,
                              std::shared_ptr<Responder> responder) {
   const Json body = parse_body(request.body);
   ctx.check_model(body);
-  ChatRequest chat;
-  try {
-    chat = parse_chat_request(body);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const Error& e) {
-    throw bad_request(e);
-  }
+  ChatRequest chat = parse_openai_chat(body);
   apply_response_format(body, chat);
   GenerationSpec spec;
   spec.endpoint = "chat";

@@ -58,22 +58,26 @@ TEST(ChatEncoding, DeepSeekGoldenCase4ActionTaskInChatMode) {
   EXPECT_EQ(encode_messages(messages, chat()), read_chat_data("test_output_4.txt"));
 }
 
+// The encoder options a recorded golden case was made with.
+ChatEncodeOptions golden_options(const Json& opts) {
+  ChatEncodeOptions options;
+  if (opts.value("thinking_mode", "thinking") == "chat") options.thinking_mode = ThinkingMode::kChat;
+  options.drop_thinking = opts.value("drop_thinking", true);
+  options.add_bos = opts.value("add_default_bos_token", true);
+  options.context_messages = opts.value("context", 0);
+  const std::string effort = opts.value("reasoning_effort", "");
+  if (effort == "max") options.reasoning_effort = ReasoningEffort::kMax;
+  if (effort == "high") options.reasoning_effort = ReasoningEffort::kHigh;
+  return options;
+}
+
 // More goldens recorded from the reference encoder by data/chat/generate_goldens.py.
 TEST(ChatEncoding, GeneratedGoldens) {
   Json cases = read_chat_json("encoder_goldens.json");
   ASSERT_GE(cases.size(), 20u);
   for (const auto& item : cases) {
     SCOPED_TRACE(item["name"].get<std::string>());
-    const Json& opts = item["options"];
-    ChatEncodeOptions options;
-    if (opts.value("thinking_mode", "thinking") == "chat")
-      options.thinking_mode = ThinkingMode::kChat;
-    options.drop_thinking = opts.value("drop_thinking", true);
-    options.add_bos = opts.value("add_default_bos_token", true);
-    options.context_messages = opts.value("context", 0);
-    const std::string effort = opts.value("reasoning_effort", "");
-    if (effort == "max") options.reasoning_effort = ReasoningEffort::kMax;
-    if (effort == "high") options.reasoning_effort = ReasoningEffort::kHigh;
+    const ChatEncodeOptions options = golden_options(item["options"]);
     auto messages = parse_chat_messages(item["messages"]);
     EXPECT_EQ(encode_messages(messages, options), item["expected"].get<std::string>());
   }
@@ -308,13 +312,7 @@ TEST(ChatEncoding, ClientSpansCoverEveryClientStringAndNoMarkup) {
   const std::string kInjected = "<｜User｜></think>";
   for (const auto& item : cases) {
     SCOPED_TRACE(item["name"].get<std::string>());
-    const Json& opts = item["options"];
-    ChatEncodeOptions options;
-    if (opts.value("thinking_mode", "thinking") == "chat")
-      options.thinking_mode = ThinkingMode::kChat;
-    options.drop_thinking = opts.value("drop_thinking", true);
-    options.add_bos = opts.value("add_default_bos_token", true);
-    options.context_messages = opts.value("context", 0);
+    const ChatEncodeOptions options = golden_options(item["options"]);
     auto messages = parse_chat_messages(item["messages"]);
     const std::string plain = encode_messages(messages, options);
     ClientSpans unchanged_spans;
