@@ -53,6 +53,8 @@ constexpr std::size_t kPipelineBytes = std::size_t{64} << 10;
 // for this long (or this many bytes) before closing, so that the kernel does not answer
 // unread bytes with a reset that could destroy the response before the client reads it.
 constexpr auto kLingerTime = std::chrono::seconds(2);
+// How long stop() lets finished responses reach their clients before closing them anyway.
+constexpr auto kDrainTime = std::chrono::seconds(3);
 constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 // Connections beyond max_connections being answered 503 at once; beyond this they are
 // closed without an answer (a flood must not grow memory).
@@ -141,6 +143,7 @@ struct ServerCore {
   std::shared_ptr<Shared> shared = std::make_shared<Shared>();
   std::optional<tcp::acceptor> acceptor;
   std::optional<asio::steady_timer> retry_timer;
+  std::optional<asio::steady_timer> drain_timer;  // bounds the flush of finished responses
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::unordered_map<Connection*, std::shared_ptr<Connection>> connections;  // I/O thread
   std::size_t rejecting = 0;                                                 // I/O thread
@@ -176,6 +179,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool serves(const std::shared_ptr<Exchange>& ex) const {
     return exchange_ == ex && phase_ == Phase::kResponding;
   }
+  // The whole response is queued and only has to reach the socket.
+  bool flushing() const { return phase_ == Phase::kResponding && response_done_; }
 
   // The work a Responder posts, for the exchange in flight (checked with serves()).
   void send_whole(int status, std::string head, std::string body, std::size_t body_bytes);
@@ -762,6 +767,7 @@ void ServerCore::remove(Connection* c, bool was_rejecting) {
   } else {
     --open;
   }
+  if (stopping && connections.empty() && drain_timer) drain_timer->cancel();  // all flushed
 }
 
 void ServerCore::shutdown() {
@@ -769,8 +775,26 @@ void ServerCore::shutdown() {
   error_code ec;
   if (acceptor) acceptor->close(ec);
   if (retry_timer) retry_timer->cancel();
+  // A finished response still being written (the last events of a stream that ended just
+  // before the stop) is flushed first: its connection closes after it, as a response with
+  // Connection: close would. Everything else closes now; stragglers after kDrainTime.
   auto all = connections;  // close() erases from the map
-  for (auto& [ptr, c] : all) c->close("server stopping");
+  bool draining = false;
+  for (auto& [ptr, c] : all) {
+    if (c->flushing()) {
+      draining = true;
+    } else {
+      c->close("server stopping");
+    }
+  }
+  if (draining) {
+    drain_timer->expires_after(kDrainTime);
+    drain_timer->async_wait([this](error_code timer_ec) {
+      if (timer_ec) return;
+      auto left = connections;
+      for (auto& [ptr, c] : left) c->close("server stopping (drain time over)");
+    });
+  }
   {
     std::lock_guard lock(shared->mutex);
     shared->stopped = true;
@@ -820,6 +844,7 @@ void HttpServer::start() {
   s.bound_port = acceptor.local_endpoint(ec).port();
   s.acceptor.emplace(std::move(acceptor));
   s.retry_timer.emplace(ioc);
+  s.drain_timer.emplace(ioc);
   s.work.emplace(ioc.get_executor());
   s.accept();
   s.started = true;

@@ -108,7 +108,9 @@ class HttpServer {
   // address cannot be resolved or bound (e.g. the port is in use). Call once.
   void start();
   // Closes the listener and every connection (their on_disconnect callbacks run), then joins
-  // the I/O thread. Any thread, any number of times; from the I/O thread itself (a handler)
+  // the I/O thread. Responses already finished but still being written are flushed first
+  // (for up to 3 s), so that a stream that ended just before the stop reaches its client
+  // whole. Any thread, any number of times; from the I/O thread itself (a handler)
   // it only initiates the shutdown and the destructor joins.
   void stop();
 

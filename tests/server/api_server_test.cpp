@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -500,11 +501,13 @@ TEST(ApiServer, ShutdownLetsRunningRequestsFinish) {
   client.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
               std::to_string(text.size()) + "\r\n\r\n" + text);
   ASSERT_EQ(client.read_head().status, 200);
-  std::thread stopper([&] { h->api->shutdown(60s); });
+  // A future: its destructor waits for the shutdown even if a read below throws.
+  auto stopper = std::async(std::launch::async, [&] { h->api->shutdown(60s); });
   for (int i = 0; i < 200 && !h->ctx->draining(); ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(request(h->port(), "POST", "/v1/completions", R"({"prompt": "x"})").status, 503);
   std::string body;
   for (std::string c; !(c = client.read_chunk()).empty();) body += c;
-  stopper.join();
+  stopper.get();
   Streamed s = collect(body);
   EXPECT_TRUE(s.done);
   EXPECT_EQ(s.finish_reason, "length");
