@@ -219,14 +219,14 @@ class Generation {
 
 std::string start_generation(ApiContext& ctx, GenerationSpec spec, std::shared_ptr<GenerationSink> sink,
                       std::shared_ptr<Responder> responder) {
-  if (ctx.draining()) {
-    throw ApiError(503, "", "the server is shutting down and takes no new requests");
-  }
   if (spec.request.id.empty()) spec.request.id = ctx.make_id("req-");
   try {
     ctx.engine().validate(spec.request);
   } catch (const Error& e) {
     throw bad_request(e);
+  }
+  if (ctx.draining()) {
+    throw ApiError(503, "", "the server is shutting down and takes no new requests");
   }
   if (ctx.engine().queue_full()) {
     throw ApiError(429, "", "too many requests are waiting (--max-waiting-requests); retry later");
