@@ -1,6 +1,7 @@
 #include "server/router.h"
 
 #include "base/log.h"
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/info_endpoints.h"
 #include "server/openai_chat.h"
@@ -52,6 +53,14 @@ void Router::route(const Request& request, std::string_view path,
   if (path == "/v1/completions") {
     expect("POST");
     return handle_completions(ctx_, request, responder);
+  }
+  if (path == "/v1/messages") {
+    expect("POST");
+    return handle_messages(ctx_, request, responder);
+  }
+  if (path == "/v1/messages/count_tokens") {
+    expect("POST");
+    return handle_count_tokens(ctx_, request, responder);
   }
   if (path == "/v1/responses") {
     expect("POST");
