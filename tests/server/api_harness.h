@@ -22,6 +22,16 @@ namespace flint::server::testing {
 
 using Json = nlohmann::ordered_json;
 
+// How long a test waits for an answer: the sanitizer builds run the model 10 to 40 times
+// slower (a replayed tool call of 60 tokens takes a minute under ThreadSanitizer).
+inline constexpr std::chrono::milliseconds kReadTimeout{std::chrono::seconds(
+#ifdef FLINT_SANITIZED
+    600
+#else
+    60
+#endif
+    )};
+
 // The tiny model and the V4 tokenizer, loaded once per test process.
 const dsv4::Model& tiny_model();
 const text::Tokenizer& v4_tokenizer();
@@ -49,7 +59,7 @@ struct ApiHarness {
 // One request on a fresh connection. `extra_headers` are whole lines ("X: y\r\n").
 Response request(std::uint16_t port, std::string_view method, std::string_view target,
                  std::string_view body = {}, std::string_view extra_headers = {},
-                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                 std::chrono::milliseconds timeout = kReadTimeout);
 // POST with a JSON body; the answer parsed as JSON (null if the body is not JSON).
 struct JsonResponse {
   int status = 0;
