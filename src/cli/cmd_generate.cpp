@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include "base/log.h"
@@ -67,6 +69,7 @@ struct Output {
   std::optional<text::StopStrings> stops;
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<int32_t> all_ids;  // every generated id, stop strings or not
   std::string finish;
   bool stopped = false;
 };
@@ -74,7 +77,7 @@ struct Output {
 int run_generate(std::span<const std::string> args) {
   std::string model_dir, prompts_file;
   std::vector<std::string> texts, id_lists;
-  bool print_ids = false, no_bos = false;
+  bool print_ids = false, no_bos = false, print_drafts = false;
   RunFlags run;
   EngineFlags engine_flags;
   SamplingFlags sampling;
@@ -97,11 +100,17 @@ int run_generate(std::span<const std::string> args) {
   parser.add_string("--prompts-file", "a file with one prompt per line", &prompts_file);
   parser.add_bool("--print-ids", "print the generated token ids instead of text", &print_ids);
   parser.add_bool("--no-bos", "do not prepend BOS to text prompts", &no_bos);
+  parser.add_bool("--print-drafts",
+                  "speculative decoding: print each verified draft as a JSON line on stdout "
+                  "(context, anchor, drafts, confidence, accepted), then each sample's tokens; "
+                  "the text goes to stderr",
+                  &print_drafts);
   sampling.add_to(parser);
   engine_flags.add_to(parser);
   parser.group("Run");
   run.add_to(parser);
   if (!parser.parse(args)) return kExitOk;
+  engine_flags.resolve_speculative(model_dir);
   std::vector<Prompt> prompts = read_prompts(texts, id_lists, prompts_file);
   QuantSimulation sim = run.apply();
 
@@ -121,6 +130,11 @@ int run_generate(std::span<const std::string> args) {
   engine::EngineConfig ec =
       engine_flags.config(config, static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes()));
   ec.quant_simulation = sim;
+  ec.record_drafts = print_drafts;
+  if (print_drafts && !ec.speculative.enabled()) {
+    throw UsageError("--print-drafts needs --speculative-config (a method and draft tokens)");
+  }
+  std::FILE* text_out = print_drafts ? stderr : stdout;
   engine::Engine engine(*model, ec);
   const int64_t n = sampling.params.n;
   const bool stream = prompts.size() == 1 && n == 1;
@@ -148,6 +162,17 @@ int run_generate(std::span<const std::string> args) {
         out.decoder.emplace(*tokenizer, sampling.params.skip_special_tokens);
         out.stops.emplace(sampling.params.stop, sampling.params.include_stop_str_in_output);
       }
+      for (const engine::DraftRecord& d : ev.drafts) {
+        fmt::print("{}\n", nlohmann::json{{"prompt", i},
+                                          {"sample", ev.sample},
+                                          {"context", d.context},
+                                          {"anchor", d.anchor},
+                                          {"drafts", d.tokens},
+                                          {"confidence", d.confidence},
+                                          {"accepted", d.accepted}}
+                               .dump());
+      }
+      out.all_ids.insert(out.all_ids.end(), ev.tokens.begin(), ev.tokens.end());
       std::string piece;
       for (int32_t t : ev.tokens) {
         if (out.stopped) break;
@@ -173,8 +198,8 @@ int run_generate(std::span<const std::string> args) {
       }
       out.text += piece;
       if (stream) {
-        fmt::print("{}", piece);
-        std::fflush(stdout);
+        fmt::print(text_out, "{}", piece);
+        std::fflush(text_out);
       }
       if (ev.request_finished) {
         prompt_tokens += ev.usage.prompt_tokens;
@@ -185,11 +210,20 @@ int run_generate(std::span<const std::string> args) {
   }
   const double seconds = watch.seconds();
   if (stream) {
-    fmt::print("\n");
+    fmt::print(text_out, "\n");
   } else {
     for (auto& [key, out] : outputs) {
-      fmt::print("--- {}{} ({}) ---\n{}\n", prompts[key.first].label,
+      fmt::print(text_out, "--- {}{} ({}) ---\n{}\n", prompts[key.first].label,
                  n > 1 ? fmt::format(", sample {}", key.second + 1) : "", out.finish, out.text);
+    }
+  }
+  if (print_drafts) {
+    for (auto& [key, out] : outputs) {
+      std::vector<int32_t> all = prompts[key.first].ids;
+      all.insert(all.end(), out.all_ids.begin(), out.all_ids.end());
+      fmt::print("{}\n", nlohmann::json{{"prompt", key.first}, {"sample", key.second},
+                                        {"tokens", all}}
+                              .dump());
     }
   }
   const engine::EngineStats s = engine.stats();
@@ -200,6 +234,7 @@ int run_generate(std::span<const std::string> args) {
       static_cast<double>(prompt_tokens - cached + generated) / seconds, s.steps,
       s.steps ? static_cast<double>(s.step_tokens) / static_cast<double>(s.steps) : 0.0,
       s.preemptions);
+  if (ec.speculative.enabled()) spdlog::info("{}", describe_speculation(s));
   return kExitOk;
 }
 

@@ -180,10 +180,17 @@ void check_checkpoint(ServeArgs& args) {
         s.method_name, config_path.string());
   }
   if (s.method == SpecMethod::kDSpark && s.num_speculative_tokens &&
+      *s.num_speculative_tokens > *dspark_block) {
+    throw Error(
+        "--speculative-config.num_speculative_tokens {}: this DSpark draft drafts at most "
+        "dspark_block_size = {} tokens per step ('{}')",
+        *s.num_speculative_tokens, *dspark_block, config_path.string());
+  }
+  if (s.method == SpecMethod::kDSpark && s.num_speculative_tokens &&
       *s.num_speculative_tokens != *dspark_block) {
     spdlog::warn(
         "--speculative-config.num_speculative_tokens {}: this DSpark draft was trained "
-        "with blocks of {} (dspark_block_size)",
+        "with blocks of {} (dspark_block_size); shorter blocks draft less well",
         *s.num_speculative_tokens, *dspark_block);
   }
 }

@@ -7,6 +7,7 @@
 
 #include "base/strings.h"
 #include "cli/serve_args.h"
+#include "cli/serve_args_internal.h"
 #include "engine/engine_core.h"
 #include "kv/kv_layout.h"
 
@@ -56,6 +57,21 @@ void EngineFlags::add_to(FlagParser& p) {
   p.add_int("--max-logprobs", "largest logprobs a request may ask for (-1: no limit)",
             &max_logprobs);
   p.add_int("--engine-seed", "seed of requests that give none", &seed);
+  p.add_json("--speculative-config",
+             "speculative decoding, as `flint serve` takes it (method dspark, mtp or ngram; "
+             "num_speculative_tokens; draft_sample_method; enable_adaptive_verification; ...)",
+             [this](const nlohmann::json& update) {
+               if (!update.is_object()) {
+                 throw UsageError("--speculative-config expects a JSON object, got {}",
+                                  update.dump());
+               }
+               for (const auto& [key, value] : update.items())
+                 serve_internal::apply_spec_key(speculative, key, value);
+             });
+}
+
+void EngineFlags::resolve_speculative(const std::string& model_dir) {
+  serve_internal::resolve_speculative(speculative, model_dir);
 }
 
 engine::EngineConfig EngineFlags::config(const dsv4::Config& model,
@@ -72,6 +88,7 @@ engine::EngineConfig EngineFlags::config(const dsv4::Config& model,
   c.seed = static_cast<uint64_t>(seed);
   c.kv_offloading_gib = kv_offloading_size;
   c.kv_offloading_dir = kv_offloading_dir.empty() ? default_kv_offloading_dir() : kv_offloading_dir;
+  c.speculative = engine_speculative(speculative, model);
   if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1)) {
     throw UsageError("--gpu-memory-utilization must be in (0, 1], got {}", gpu_memory_utilization);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/serve_args.h"
 #include "engine/engine_config.h"
 #include "engine/sampler.h"
 #include "model/deepseek_v4/config.h"
@@ -29,8 +30,11 @@ struct EngineFlags {
   std::string kv_offloading_dir;
   int64_t max_logprobs = 20;
   int64_t seed = 0;
+  SpeculativeArgs speculative;  // --speculative-config, as `flint serve` reads it
 
   void add_to(FlagParser& parser);
+  // Checks --speculative-config against the checkpoint directory (call after parsing).
+  void resolve_speculative(const std::string& model_dir);
   // `checkpoint_bytes`: the weights' size, subtracted from the memory budget.
   engine::EngineConfig config(const dsv4::Config& model, int64_t checkpoint_bytes) const;
 };

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine_config.h"
+#include "model/deepseek_v4/config.h"
 #include "model/linear.h"  // QuantSimulation (--quant-simulation)
 
 namespace flint::cli {
@@ -73,6 +75,11 @@ struct SpeculativeArgs {
   bool enabled() const { return method != SpecMethod::kNone; }
   bool operator==(const SpeculativeArgs&) const = default;
 };
+
+// The engine's speculative settings for `s` on a checkpoint with `model`'s config: the
+// method left to the checkpoint resolved, defaults filled in. Throws flint::Error when the
+// checkpoint cannot serve the method.
+engine::SpeculativeConfig engine_speculative(const SpeculativeArgs& s, const dsv4::Config& model);
 
 struct ModelArgs {
   std::string path;  // the MODEL argument (or --model): a local checkpoint directory

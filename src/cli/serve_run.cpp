@@ -97,6 +97,7 @@ engine::EngineConfig engine_config(const ServeArgs& args, const dsv4::Config& mo
   if (args.cache.num_gpu_blocks_override) c.kv_cache_pages = *args.cache.num_gpu_blocks_override;
   c.max_waiting_requests = args.server.max_waiting_requests;
   c.quant_simulation = args.flint.quant_simulation;
+  c.speculative = engine_speculative(args.speculative, model);
   return c;
 }
 

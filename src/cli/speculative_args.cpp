@@ -12,6 +12,7 @@
 #include "base/strings.h"
 #include "cli/flags.h"
 #include "cli/serve_args_internal.h"
+#include "base/error.h"
 
 namespace flint::cli::serve_internal {
 
@@ -158,7 +159,8 @@ const SpecKey kSpecKeys[] = {
        }
      }},
     {"enable_adaptive_verification",
-     "dspark: verify fewer draft tokens when the confidence head expects them to be rejected",
+     "verify fewer draft tokens (down to none) when the confidence head (dspark) or the "
+     "draft's probabilities and the measured step cost say they do not pay",
      [](SpeculativeArgs& s, std::string_view w, const Json& v) {
        s.enable_adaptive_verification = json_bool(w, v);
      }},
@@ -255,10 +257,6 @@ void resolve_speculative(SpeculativeArgs& s, const std::string& served_model) {
     }
     s.draft_in_target_checkpoint = true;
   }
-  if (s.enable_adaptive_verification && s.method != SpecMethod::kDSpark &&
-      s.method != SpecMethod::kAuto) {
-    throw UsageError("--speculative-config: enable_adaptive_verification needs method dspark");
-  }
 }
 
 std::string explain_speculative(const ServeArgs& a, const MachineInfo&) {
@@ -322,3 +320,44 @@ std::vector<std::pair<std::string_view, std::string>> speculative_key_docs() {
 }
 
 }  // namespace flint::cli::serve_internal
+
+namespace flint::cli {
+
+engine::SpeculativeConfig engine_speculative(const SpeculativeArgs& s, const dsv4::Config& model) {
+  engine::SpeculativeConfig c;
+  SpecMethod method = s.method;
+  if (method == SpecMethod::kAuto) {
+    method = model.dspark ? SpecMethod::kDSpark
+             : model.num_nextn_predict_layers > 0 ? SpecMethod::kMtp
+                                                  : SpecMethod::kNone;
+    if (method == SpecMethod::kNone) {
+      throw Error("--speculative-config: the checkpoint has neither DSpark stages nor an MTP "
+                  "layer; give method ngram or drop the draft");
+    }
+  }
+  switch (method) {
+    case SpecMethod::kNone:
+    case SpecMethod::kAuto:
+      return c;
+    case SpecMethod::kNgram:
+      c.method = engine::SpecMethod::kNgram;
+      c.prompt_lookup_min = s.prompt_lookup_min.value_or(5);
+      c.prompt_lookup_max = s.prompt_lookup_max.value_or(c.prompt_lookup_min);
+      break;
+    case SpecMethod::kMtp:
+      c.method = engine::SpecMethod::kMtp;
+      break;
+    case SpecMethod::kDSpark:
+      c.method = engine::SpecMethod::kDSpark;
+      break;
+  }
+  c.num_tokens = s.num_speculative_tokens.value_or(
+      c.method == engine::SpecMethod::kDSpark && model.dspark ? model.dspark->block_size : 1);
+  c.probabilistic_drafts = s.draft_sample_method == DraftSampling::kProbabilistic;
+  c.adaptive = s.enable_adaptive_verification;
+  c.disable_by_batch_size = s.disable_by_batch_size.value_or(0);
+  c.max_model_len = s.max_model_len.value_or(0);
+  return c;
+}
+
+}  // namespace flint::cli

@@ -10,6 +10,32 @@
 
 namespace flint::engine {
 
+// Speculative decoding (--speculative-config); engine/speculative/ implements it.
+enum class SpecMethod {
+  kNone,
+  kNgram,   // prompt lookup, no weights
+  kMtp,     // the checkpoint's MTP layer mtp.0, chained
+  kDSpark,  // DeepSeek-V4-Flash-0731's DSpark stages, one block pass
+  kOracle,  // debug: drafts the target's own greedy continuation (from a plain run),
+            // each token kept with probability oracle_accept; for speed-up curves
+};
+
+struct SpeculativeConfig {
+  SpecMethod method = SpecMethod::kNone;
+  int64_t num_tokens = 0;           // draft tokens per step at most
+  bool probabilistic_drafts = false;  // sampled drafts (else argmax), for temperature > 0
+  int64_t prompt_lookup_min = 0, prompt_lookup_max = 0;  // ngram
+  // Choose per step how many drafts each sequence verifies from the measured cost of a
+  // step and the expected acceptance, down to none (adaptive.h).
+  bool adaptive = false;
+  int64_t disable_by_batch_size = 0;  // no drafting while more sequences run; 0: no limit
+  int64_t max_model_len = 0;          // no drafting for contexts longer; 0: no limit
+  double oracle_accept = 1.0;         // kOracle: probability each oracle draft is right
+  bool enabled() const { return method != SpecMethod::kNone && num_tokens > 0; }
+};
+
+const char* spec_method_name(SpecMethod m);
+
 struct EngineConfig {
   int64_t max_num_seqs = 256;           // running sequences at most
   int64_t max_num_batched_tokens = 8192;  // tokens per step at most
@@ -31,6 +57,8 @@ struct EngineConfig {
   std::filesystem::path kv_offloading_dir;
 
   QuantSimulation quant_simulation = QuantSimulation::kOfficial;
+  SpeculativeConfig speculative;
+  bool record_drafts = false;  // events carry every verified draft (a debugging aid)
 };
 
 }  // namespace flint::engine

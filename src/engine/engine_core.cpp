@@ -64,6 +64,26 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
+std::string describe_speculation(const EngineStats& s) {
+  const auto pct = [](int64_t a, int64_t b) {
+    return b > 0 ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  };
+  std::string per;
+  for (size_t j = 0; j < s.spec_verified_at.size(); ++j) {
+    per += fmt::format("{}{:.1f}%", j ? " " : "", pct(s.spec_accepted_at[j], s.spec_verified_at[j]));
+  }
+  return fmt::format(
+      "speculation: {} drafts verified, {} of {} draft tokens accepted ({:.1f}%), {:.2f} "
+      "accepted per draft (+1 token of the target's own); acceptance by position: {}; {} "
+      "drafted in all; drafting {:.3f} s, forward passes {:.3f} s",
+      s.spec_drafts, s.spec_accepted_tokens, s.spec_draft_tokens,
+      pct(s.spec_accepted_tokens, s.spec_draft_tokens),
+      s.spec_drafts > 0 ? static_cast<double>(s.spec_accepted_tokens) /
+                              static_cast<double>(s.spec_drafts)
+                        : 0.0,
+      per.empty() ? "-" : per, s.spec_proposed_tokens, s.draft_seconds, s.forward_seconds);
+}
+
 int64_t kv_pool_pages(const dsv4::Config& model, const EngineConfig& c) {
   if (c.kv_cache_pages > 0) return c.kv_cache_pages;
   const kv::KvLayout layout = kv::make_kv_layout(model, c.block_size, c.kv_dtype);
@@ -74,7 +94,20 @@ EngineCore::EngineCore(const dsv4::Model& model, EngineConfig config)
     : model_(model),
       config_(resolved(std::move(config), model.config())),
       cache_(model.config(), cache_options(model, config_)),
-      scheduler_(config_, cache_) {
+      scheduler_(config_, cache_),
+      proposer_(config_.speculative.enabled() ? make_proposer(model, config_) : nullptr) {
+  if (proposer_) {
+    scheduler_.set_min_uncomputed(proposer_->context_window());
+    stats_.spec_verified_at.assign(static_cast<size_t>(config_.speculative.num_tokens), 0);
+    stats_.spec_accepted_at.assign(static_cast<size_t>(config_.speculative.num_tokens), 0);
+    if (config_.speculative.adaptive) {
+      adaptive_ = std::make_unique<AdaptiveVerifier>(config_.speculative.num_tokens);
+      profile_steps();
+    }
+    spdlog::info("speculative decoding: {} drafts of up to {} tokens per step{}",
+                 proposer_->name(), config_.speculative.num_tokens,
+                 adaptive_ ? ", adaptive verification" : "");
+  }
   const kv::KvLayout& l = cache_.layout();
   const int64_t pages = cache_.stats().pages_total;
   // One sequence of max_model_len tokens must fit, with the window pages of a full step's
@@ -154,6 +187,7 @@ std::unique_ptr<Sequence> EngineCore::new_sequence(RequestState& r, int32_t samp
                             (static_cast<uint64_t>(sample) * 0x9E3779B97F4A7C15ull);
   seq->sampler =
       std::make_unique<Sampler>(p, req.prompt, model_.config().eos_token_ids, fallback);
+  seq->draft_rng = Rng(p.seed.value_or(fallback) ^ 0xD8AF7C0FFEEull);
   return seq;
 }
 
@@ -190,6 +224,7 @@ std::optional<RequestOutput> EngineCore::abort(const std::string& id) {
                                : std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                                r.added)
                                      .count();
+  for (auto& seq : r.samples) draft_log_.erase(seq.get());
   requests_.erase(it);
   return ev;
 }
@@ -197,6 +232,10 @@ std::optional<RequestOutput> EngineCore::abort(const std::string& id) {
 std::vector<RequestOutput> EngineCore::step() {
   Stopwatch total;
   std::vector<RequestOutput> events;
+  if (adaptive_) {
+    adaptive_->tick();
+    choose_drafts();
+  }
   SchedulerOutput out = scheduler_.schedule();
   stats_.preemptions = scheduler_.num_preemptions();
   if (out.scheduled.empty()) {
@@ -208,20 +247,35 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   std::vector<dsv4::ForwardRequest> batch;
   batch.reserve(out.scheduled.size());
+  std::vector<dsv4::KvUndo> undos(out.scheduled.size());
+  std::vector<std::vector<int32_t>> with_drafts(out.scheduled.size());
   const auto now = std::chrono::steady_clock::now();
-  for (const ScheduledSeq& s : out.scheduled) {
-    RequestState& r = *s.seq->request;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledSeq& s = out.scheduled[i];
+    Sequence& seq = *s.seq;
+    RequestState& r = *seq.request;
     if (r.queue_seconds < 0) r.queue_seconds = std::chrono::duration<double>(now - r.added).count();
-    batch.push_back({&cache_.sequence(*s.seq->kv),
-                     std::span<const int32_t>(s.seq->tokens)
-                         .subspan(static_cast<size_t>(s.seq->num_computed),
-                                  static_cast<size_t>(s.num_tokens)),
-                     false});
+    std::span<const int32_t> tokens = std::span<const int32_t>(seq.tokens).subspan(
+        static_cast<size_t>(seq.num_computed), static_cast<size_t>(s.num_tokens - s.num_drafts));
+    if (s.num_drafts > 0) {  // the last token and the drafts, verified in one pass
+      auto& v = with_drafts[i];
+      v.assign(tokens.begin(), tokens.end());
+      v.insert(v.end(), seq.draft.tokens.begin(), seq.draft.tokens.begin() + s.num_drafts);
+      tokens = v;
+    }
+    batch.push_back({&cache_.sequence(*seq.kv), tokens, s.num_drafts > 0,
+                     s.num_drafts > 0 ? &undos[i] : nullptr});
   }
+  dsv4::ForwardTrace trace;
+  const bool tracing = proposer_ && proposer_->wants_trace();
+  if (tracing) proposer_->request_trace(trace);
   Stopwatch forward;
-  std::vector<float> logits = model_.forward(batch, config_.quant_simulation);
-  stats_.forward_seconds += forward.seconds();
-  update(out, logits, events);
+  std::vector<float> logits =
+      model_.forward(batch, config_.quant_simulation, tracing ? &trace : nullptr);
+  const double forward_seconds = forward.seconds();
+  stats_.forward_seconds += forward_seconds;
+  if (adaptive_) adaptive_->cost().observe(out.num_tokens, forward_seconds);
+  update(out, logits, undos, tracing ? &trace : nullptr, events);
   ++stats_.steps;
   stats_.step_tokens += out.num_tokens;
   stats_.last_step_tokens = out.num_tokens;
@@ -230,25 +284,46 @@ std::vector<RequestOutput> EngineCore::step() {
 }
 
 void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
+                        std::vector<dsv4::KvUndo>& undos, const dsv4::ForwardTrace* trace,
                         std::vector<RequestOutput>& events) {
   const int64_t V = model_.config().vocab_size;
   struct Due {
     Sequence* seq;
-    std::span<float> row;
-    SampleResult result;
+    std::span<float> rows;  // k + 1 rows with k drafts, else one
+    int64_t drafts = 0;
+    size_t index = 0;  // in out.scheduled (and undos)
+    std::vector<SampleResult> results;
+    int64_t accepted = 0;
   };
   std::vector<Due> due;
   due.reserve(out.scheduled.size());
+  std::vector<int64_t> from(out.scheduled.size());
+  std::vector<std::pair<Sequence*, size_t>> forked;  // samples forked now, by their parent
+  int64_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    Sequence& seq = *out.scheduled[i].seq;
-    seq.num_computed += out.scheduled[i].num_tokens;
+    const ScheduledSeq& s = out.scheduled[i];
+    Sequence& seq = *s.seq;
+    from[i] = seq.num_computed;
+    const int64_t n_rows = s.num_drafts > 0 ? s.num_tokens : 1;
+    std::span<float> rows(logits.data() + row * V, static_cast<size_t>(n_rows * V));
+    row += n_rows;
+    if (s.num_drafts > 0) {  // committed after verification
+      seq.num_computed += s.num_tokens - s.num_drafts;
+      due.push_back({&seq, rows, s.num_drafts, i, {}, 0});
+      continue;
+    }
+    seq.num_computed += s.num_tokens;
     cache_.commit(*seq.kv, std::span<const int32_t>(seq.tokens)
                                .first(static_cast<size_t>(seq.num_computed)));
     if (seq.uncomputed() > 0) continue;  // a prompt chunk: nothing to sample yet
-    // The sampler works in place on the step's logits row (no copy per sequence).
-    std::span<float> row(logits.data() + static_cast<int64_t>(i) * V, static_cast<size_t>(V));
     RequestState& r = *seq.request;
-    if (r.request.sampling.n > 1 && !r.forked) fork_samples(r, seq);
+    if (r.request.sampling.n > 1 && !r.forked) {
+      const size_t before = r.samples.size();
+      fork_samples(r, seq);
+      for (size_t k = before; k < r.samples.size(); ++k) {
+        if (r.samples[k]->kv) forked.emplace_back(r.samples[k].get(), i);
+      }
+    }
     // Samples forked from this one just now share its prompt and sample from the same
     // logits: kept before the sampler changes them, and sampled here (rare: once a request).
     auto first_token_due = [](const Sequence& child) {
@@ -257,24 +332,85 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
     if (&seq != r.samples[0].get() || !r.forked ||
         std::none_of(r.samples.begin() + 1, r.samples.end(),
                      [&](const auto& c) { return first_token_due(*c); })) {
-      due.push_back({&seq, row, {}});
+      due.push_back({&seq, rows, 0, i, {}, 0});
       continue;
     }
-    raw_row_.assign(row.begin(), row.end());
-    record(seq, seq.sampler->sample(row), events);
+    raw_row_.assign(rows.begin(), rows.end());
+    record(seq, seq.sampler->sample(rows));
     for (size_t k = 1; k < r.samples.size(); ++k) {
       Sequence& child = *r.samples[k];
       if (!first_token_due(child)) continue;
       row_.assign(raw_row_.begin(), raw_row_.end());
-      record(child, child.sampler->sample(row_), events);
+      record(child, child.sampler->sample(row_));
     }
   }
-  // Each sequence has its own sampler and generator, so they sample in parallel (a pass
-  // over the vocabulary each, the engine's largest cost of its own) with the same results.
+  // Each sequence has its own sampler and generator, so they sample (and verify drafts) in
+  // parallel (a pass over the vocabulary per token, the engine's largest cost of its own)
+  // with the same results. A sequence's tokens are recorded below, in order, so that a stop
+  // condition met by an accepted draft ends it there.
   parallel_for(due.size(), 1, [&](size_t begin, size_t end) {
-    for (size_t k = begin; k < end; ++k) due[k].result = due[k].seq->sampler->sample(due[k].row);
+    for (size_t k = begin; k < end; ++k) {
+      Due& d = due[k];
+      Sampler& sampler = *d.seq->sampler;
+      for (int64_t j = 0; j <= d.drafts; ++j) {
+        std::span<float> r = d.rows.subspan(static_cast<size_t>(j * V), static_cast<size_t>(V));
+        if (j == d.drafts) {  // every draft accepted (or none): the next token
+          d.results.push_back(sampler.sample(r));
+          break;
+        }
+        const Draft& draft = d.seq->draft;
+        bool ok = false;
+        d.results.push_back(sampler.verify(
+            r, draft.tokens[static_cast<size_t>(j)],
+            draft.q.empty() ? nullptr : &draft.q[static_cast<size_t>(j)], &ok));
+        if (!ok) break;
+        sampler.accept(d.results.back().token);
+        ++d.accepted;
+      }
+    }
   });
-  for (Due& d : due) record(*d.seq, std::move(d.result), events);
+  for (Due& d : due) {
+    Sequence& seq = *d.seq;
+    for (size_t j = 0; j < d.results.size() && !seq.finished; ++j) {
+      // Accepted drafts were given to the sampler already.
+      record(seq, std::move(d.results[j]), static_cast<int64_t>(j) < d.accepted);
+    }
+    if (d.drafts == 0) continue;
+    const int64_t keep = 1 + d.accepted;  // the last token and the accepted drafts
+    ++stats_.spec_drafts;
+    stats_.spec_draft_tokens += d.drafts;
+    stats_.spec_accepted_tokens += d.accepted;
+    for (int64_t j = 0; j < d.drafts; ++j) {
+      ++stats_.spec_verified_at[static_cast<size_t>(j)];
+      if (j < d.accepted) ++stats_.spec_accepted_at[static_cast<size_t>(j)];
+    }
+    if (adaptive_) adaptive_->observe(seq.draft.confidence, d.drafts, d.accepted);
+    if (config_.record_drafts) {
+      const Draft& dr = seq.draft;
+      draft_log_[&seq].push_back(
+          {seq.num_computed - 1, seq.tokens[static_cast<size_t>(seq.num_computed - 1)],
+           std::vector<int32_t>(dr.tokens.begin(), dr.tokens.begin() + d.drafts),
+           std::vector<float>(dr.confidence.begin(),
+                              dr.confidence.begin() + std::min<int64_t>(
+                                                          d.drafts, static_cast<int64_t>(
+                                                                        dr.confidence.size()))),
+           d.accepted});
+    }
+    seq.draft.clear();
+    if (seq.finished) continue;  // its KV is freed below
+    model_.rollback(cache_.sequence(*seq.kv), undos[d.index], keep, config_.quant_simulation);
+    seq.num_computed += d.accepted;
+    cache_.commit(*seq.kv, std::span<const int32_t>(seq.tokens)
+                               .first(static_cast<size_t>(seq.num_computed)));
+  }
+  if (proposer_) propose(out, from, forked, trace);
+  // Each sequence's tokens of this step go out as one event; finished ones by finish().
+  for (const ScheduledSeq& s : out.scheduled) {
+    for (auto& seq : s.seq->request->samples) {
+      if (!seq->finished && seq->num_generated() > seq->emitted)
+        emit(*seq, FinishReason::kNone, events);
+    }
+  }
   // Finished sequences were marked by record(); report and free them in order.
   for (const ScheduledSeq& s : out.scheduled) {
     RequestState& r = *s.seq->request;
@@ -287,7 +423,74 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
     if (s.seq->request->finished == static_cast<int64_t>(s.seq->request->samples.size()))
       done.push_back(s.seq->request->request.id);
   }
-  for (const auto& id : done) requests_.erase(id);
+  for (const auto& id : done) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    for (auto& seq : it->second->samples) draft_log_.erase(seq.get());
+    requests_.erase(it);
+  }
+}
+
+int64_t EngineCore::drafts_wanted(const Sequence& seq) const {
+  const SpeculativeConfig& sc = config_.speculative;
+  if (seq.finished || seq.uncomputed() != 1) return 0;
+  if (adaptive_ && !adaptive_->drafting()) return 0;
+  const auto len = static_cast<int64_t>(seq.tokens.size());
+  if (sc.max_model_len > 0 && len > sc.max_model_len) return 0;
+  if (sc.disable_by_batch_size > 0 &&
+      static_cast<int64_t>(scheduler_.running().size()) > sc.disable_by_batch_size)
+    return 0;
+  // The step feeds the last token and k drafts at positions len - 1 .. len - 1 + k, and
+  // emits up to k + 1 tokens: both must stay within the limits.
+  int64_t k = sc.num_tokens;
+  k = std::min(k, seq.max_tokens - seq.num_generated() - 1);
+  k = std::min(k, config_.max_model_len - len);
+  return std::max<int64_t>(0, k);
+}
+
+void EngineCore::propose(const SchedulerOutput& out, const std::vector<int64_t>& from,
+                         const std::vector<std::pair<Sequence*, size_t>>& forked,
+                         const dsv4::ForwardTrace* trace) {
+  Stopwatch clock;
+  std::vector<ProposeItem> items;
+  auto add = [&](Sequence& seq, size_t i, int64_t seq_from) {
+    if (seq.finished || !seq.kv) return;
+    ProposeItem it;
+    it.tokens = seq.tokens;
+    it.from = seq_from;
+    it.to = seq.num_computed;
+    if (trace != nullptr) {
+      it.trace_from = seq_from + trace->first_token[i];
+      it.trace_row = trace->first_row[i];
+    }
+    it.state = &seq.draft_state;
+    it.want = drafts_wanted(seq);
+    it.sampler = seq.sampler.get();
+    it.probabilistic = config_.speculative.probabilistic_drafts &&
+                       seq.request->request.sampling.temperature > 0;
+    it.rng = &seq.draft_rng;
+    it.oracle = seq.request->request.oracle_tokens;
+    seq.draft.clear();
+    it.out = &seq.draft;
+    items.push_back(it);
+  };
+  for (size_t i = 0; i < out.scheduled.size(); ++i) add(*out.scheduled[i].seq, i, from[i]);
+  for (const auto& [child, i] : forked) {
+    // A forked sample continues from its parent's context (before this step's rows).
+    Sequence& parent = *out.scheduled[i].seq;
+    if (parent.draft_state && parent.draft_state->length() == from[i])
+      child->draft_state = parent.draft_state->clone();
+    add(*child, i, from[i]);
+  }
+  proposer_->propose(items, trace);
+  int64_t drafting = 0;
+  for (const ProposeItem& it : items) {
+    if (it.want > 0) ++drafting;
+    stats_.spec_proposed_tokens += static_cast<int64_t>(it.out->tokens.size());
+  }
+  const double seconds = clock.seconds();
+  stats_.draft_seconds += seconds;
+  if (adaptive_) adaptive_->observe_drafting(drafting, seconds);
 }
 
 void EngineCore::fork_samples(RequestState& r, Sequence& parent) {
@@ -307,8 +510,8 @@ void EngineCore::fork_samples(RequestState& r, Sequence& parent) {
   }
 }
 
-void EngineCore::record(Sequence& seq, SampleResult res, std::vector<RequestOutput>& events) {
-  seq.sampler->accept(res.token);
+void EngineCore::record(Sequence& seq, SampleResult res, bool sampler_accepted) {
+  if (!sampler_accepted) seq.sampler->accept(res.token);
   seq.tokens.push_back(res.token);
   if (seq.request->request.sampling.logprobs) seq.logprobs.push_back(std::move(res));
   ++stats_.generated_tokens;
@@ -329,7 +532,6 @@ void EngineCore::record(Sequence& seq, SampleResult res, std::vector<RequestOutp
     seq.finish_reason = FinishReason::kLength;
   }
   seq.finished = seq.finish_reason != FinishReason::kNone;
-  if (!seq.finished) emit(seq, FinishReason::kNone, events);  // finished ones: by finish()
 }
 
 void EngineCore::emit(Sequence& seq, FinishReason reason, std::vector<RequestOutput>& events) {
@@ -343,6 +545,10 @@ void EngineCore::emit(Sequence& seq, FinishReason reason, std::vector<RequestOut
     ev.logprobs.assign(seq.logprobs.begin() + seq.emitted, seq.logprobs.end());
   }
   seq.emitted = seq.num_generated();
+  if (auto it = draft_log_.find(&seq); it != draft_log_.end()) {
+    ev.drafts = std::move(it->second);
+    it->second.clear();
+  }
   ev.finish = reason;
   ev.stop_token = reason == FinishReason::kNone ? std::nullopt : seq.stop_token;
   if (reason != FinishReason::kNone && r.finished == static_cast<int64_t>(r.samples.size()) &&
@@ -360,6 +566,44 @@ void EngineCore::finish(Sequence& seq, FinishReason, std::vector<RequestOutput>&
   scheduler_.remove(&seq);
   ++seq.request->finished;
   emit(seq, seq.finish_reason, events);
+}
+
+void EngineCore::choose_drafts() {
+  std::vector<Draft*> drafts;
+  int64_t plain = 0;
+  for (Sequence* seq : scheduler_.running()) {
+    plain += seq->uncomputed();
+    if (!seq->draft.tokens.empty()) drafts.push_back(&seq->draft);
+  }
+  if (drafts.empty()) return;
+  plain = std::min(plain, config_.max_num_batched_tokens);
+  adaptive_->choose(drafts, plain);
+}
+
+void EngineCore::profile_steps() {
+  // Forward time at the token counts a decode step with drafts has (one sequence of t
+  // tokens: the weights are read once per step either way), medians of three; real steps
+  // refine the table as they run.
+  const int64_t max_t = 2 * (config_.speculative.num_tokens + 1);
+  std::vector<int32_t> tokens(static_cast<size_t>(max_t), 0);
+  dsv4::SequenceState st = model_.new_sequence(config_.kv_dtype);
+  std::vector<int32_t> warm(64, 0);
+  dsv4::ForwardRequest pre{&st, warm, false, nullptr};
+  model_.forward({&pre, 1}, config_.quant_simulation);
+  for (int64_t t = 1; t <= max_t; ++t) {
+    double times[3];
+    for (double& x : times) {
+      dsv4::KvUndo undo;
+      dsv4::ForwardRequest req{&st, std::span<const int32_t>(tokens).first(static_cast<size_t>(t)),
+                               true, &undo};
+      Stopwatch clock;
+      model_.forward({&req, 1}, config_.quant_simulation);
+      x = clock.seconds();
+      model_.rollback(st, undo, 0, config_.quant_simulation);
+    }
+    std::sort(std::begin(times), std::end(times));
+    adaptive_->cost().observe(t, times[1]);
+  }
 }
 
 EngineStats EngineCore::stats() const {

@@ -18,6 +18,8 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/speculative/adaptive.h"
+#include "engine/speculative/proposer.h"
 #include "kv/kv_cache.h"
 #include "model/deepseek_v4/model.h"
 
@@ -31,9 +33,12 @@ struct EngineStats {
   int64_t last_step_tokens = 0;
   int64_t preemptions = 0;
   int64_t generated_tokens = 0;
-  // Speculative decoding: drafts proposed, draft tokens proposed and accepted (0 without a
-  // draft model).
+  // Speculative decoding: drafts verified, draft tokens verified and accepted, and per
+  // draft position (0 = the first draft token) how often it was verified and accepted.
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_verified_at, spec_accepted_at;
+  int64_t spec_proposed_tokens = 0;  // drafted, including those adaptive verification trimmed
+  double draft_seconds = 0;          // in the proposer (drafting and its context)
   double step_seconds = 0, forward_seconds = 0;  // summed over steps
   kv::KvCacheStats kv;
 };
@@ -72,10 +77,22 @@ class EngineCore {
 
  private:
   void update(const SchedulerOutput& out, std::vector<float>& logits,
+              std::vector<dsv4::KvUndo>& undos, const dsv4::ForwardTrace* trace,
               std::vector<RequestOutput>& events);
+  // Verifies a sequence's drafts against its logits rows (k + 1 of them) and records the
+  // tokens; returns how many drafts were accepted.
+  int64_t verify(Sequence& seq, std::span<float> rows, int64_t k, DraftRecord* log);
+  // After sampling: extends the drafts' context and asks for the next drafts.
+  void propose(const SchedulerOutput& out, const std::vector<int64_t>& from,
+               const std::vector<std::pair<Sequence*, size_t>>& forked,
+               const dsv4::ForwardTrace* trace);
+  int64_t drafts_wanted(const Sequence& seq) const;
+  void choose_drafts();   // adaptive verification, before scheduling
+  void profile_steps();   // seeds adaptive verification's cost table
   void fork_samples(RequestState& r, Sequence& parent);
   // Takes a sampled token: the sampler's state, stop conditions, the token's event.
-  void record(Sequence& seq, SampleResult res, std::vector<RequestOutput>& events);
+  // (does not emit: the step's tokens of a sequence go out as one event).
+  void record(Sequence& seq, SampleResult res, bool sampler_accepted = false);
   void finish(Sequence& seq, FinishReason reason, std::vector<RequestOutput>& events);
   void emit(Sequence& seq, FinishReason reason, std::vector<RequestOutput>& events);
   std::unique_ptr<Sequence> new_sequence(RequestState& r, int32_t sample);
@@ -87,7 +104,14 @@ class EngineCore {
   std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
   EngineStats stats_;
   std::vector<float> row_, raw_row_;  // scratch logits rows for forked samples
+  std::unique_ptr<Proposer> proposer_;  // null without speculative decoding
+  std::unique_ptr<AdaptiveVerifier> adaptive_;
+  std::unordered_map<const Sequence*, std::vector<DraftRecord>> draft_log_;  // record_drafts
 };
+
+// One line on speculative decoding: acceptance overall and per draft position, mean
+// accepted length, drafting time.
+std::string describe_speculation(const EngineStats& s);
 
 // The pool size in pages for `config` (kv_cache_pages, or kv_cache_bytes / page bytes).
 int64_t kv_pool_pages(const dsv4::Config& model, const EngineConfig& config);

@@ -15,10 +15,22 @@ struct EngineRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   std::string cache_salt;  // requests share cached prefixes only under the same salt
+  // SpecMethod::kOracle only (a benchmarking aid): the prompt and the continuation a plain
+  // greedy run produced, which the oracle drafts from.
+  std::vector<int32_t> oracle_tokens;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+// One verified draft (EngineConfig::record_drafts, for `flint generate --print-drafts`).
+struct DraftRecord {
+  int64_t context = 0;  // tokens the target had computed: the anchor's position
+  int32_t anchor = 0;   // the token the draft continued
+  std::vector<int32_t> tokens;
+  std::vector<float> confidence;
+  int64_t accepted = 0;  // leading drafts the target accepted
+};
 
 struct Usage {
   int64_t prompt_tokens = 0;
@@ -35,6 +47,7 @@ struct RequestOutput {
   int32_t sample = 0;  // 0 .. n-1
   std::vector<int32_t> tokens;
   std::vector<SampleResult> logprobs;  // per token, when the request asked for logprobs
+  std::vector<DraftRecord> drafts;     // verified this step (with record_drafts only)
   FinishReason finish = FinishReason::kNone;
   std::optional<int32_t> stop_token;  // the EOS or stop_token_ids token that finished it
   bool request_finished = false;      // every sample of the request is done

@@ -222,23 +222,33 @@ std::vector<float> Sampler::distribution(std::span<float> x) const {
   return probs;
 }
 
+float Sampler::raw_logprobs(std::span<const float> x, SampleResult& res) {
+  if (!params_.logprobs.has_value()) return 0.0f;
+  raw_.assign(x.begin(), x.end());
+  const float m = raw_.empty() ? 0.0f : raw_[static_cast<size_t>(argmax(raw_))];
+  double s = 0.0;
+  for (float v : raw_) s += std::exp(v - m);
+  const float lse = m + static_cast<float>(std::log(s));
+  for (const Candidate& e : top_k_of(raw_, static_cast<size_t>(*params_.logprobs)))
+    res.top.push_back({e.id, e.value - lse});
+  return lse;
+}
+
+bool Sampler::forcing() const {
+  return params_.forced && forced_next_ >= 0 &&
+         forced_next_ < static_cast<int64_t>(params_.forced->tokens.size());
+}
+
+int32_t Sampler::greedy(std::span<float> x) const {
+  process(x);
+  return argmax(x);
+}
+
 SampleResult Sampler::sample(std::span<float> x) {
   SampleResult res;
   // Raw logprobs first: the logits before any processing.
-  float lse = 0.0f;
-  const bool want_logprobs = params_.logprobs.has_value();
-  if (want_logprobs) {
-    raw_.assign(x.begin(), x.end());
-    const float m = raw_.empty() ? 0.0f : raw_[static_cast<size_t>(argmax(raw_))];
-    double s = 0.0;
-    for (float v : raw_) s += std::exp(v - m);
-    lse = m + static_cast<float>(std::log(s));
-    for (const Candidate& e : top_k_of(raw_, static_cast<size_t>(*params_.logprobs)))
-      res.top.push_back({e.id, e.value - lse});
-  }
-  const bool forcing = params_.forced && forced_next_ >= 0 &&
-                       forced_next_ < static_cast<int64_t>(params_.forced->tokens.size());
-  if (forcing) {
+  const float lse = raw_logprobs(x, res);
+  if (forcing()) {
     res.token = params_.forced->tokens[static_cast<size_t>(forced_next_)];
   } else if (params_.temperature == 0.0) {
     process(x);
@@ -257,7 +267,51 @@ SampleResult Sampler::sample(std::span<float> x) {
       }
     }
   }
-  if (want_logprobs) res.logprob = raw_[static_cast<size_t>(res.token)] - lse;
+  if (params_.logprobs) res.logprob = raw_[static_cast<size_t>(res.token)] - lse;
+  return res;
+}
+
+SampleResult Sampler::verify(std::span<float> x, int32_t draft, const std::vector<float>* q,
+                             bool* accepted) {
+  if (forcing() || params_.temperature == 0.0) {
+    SampleResult res = sample(x);  // deterministic: no draw
+    *accepted = res.token == draft;
+    return res;
+  }
+  SampleResult res;
+  const float lse = raw_logprobs(x, res);
+  const std::vector<float> p = distribution(x);
+  const double pd = p[static_cast<size_t>(draft)];
+  const double qd = q != nullptr ? (*q)[static_cast<size_t>(draft)] : 1.0;
+  const double u = rng_.uniform();
+  if (qd > 0.0 && u * qd < pd) {  // u < p / q without dividing
+    *accepted = true;
+    res.token = draft;
+  } else {
+    *accepted = false;
+    // The residual max(p - q, 0): where the draft over-proposed nothing is left.
+    std::vector<double> r(p.size());
+    double total = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double qi = q != nullptr ? (*q)[i] : (static_cast<int32_t>(i) == draft ? 1.0 : 0.0);
+      r[i] = std::max(0.0, static_cast<double>(p[i]) - qi);
+      total += r[i];
+    }
+    if (!(total > 0.0)) {  // p == q up to rounding: any draw from p is exact
+      for (size_t i = 0; i < p.size(); ++i) r[i] = p[i];
+      total = 1.0;
+    }
+    const double v = rng_.uniform() * total;
+    double acc = 0.0;
+    res.token = draft;
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (r[i] <= 0.0) continue;
+      acc += r[i];
+      res.token = static_cast<int32_t>(i);
+      if (v < acc) break;
+    }
+  }
+  if (params_.logprobs) res.logprob = raw_[static_cast<size_t>(res.token)] - lse;
   return res;
 }
 

@@ -96,9 +96,25 @@ class Sampler {
   // The probabilities sample() draws from, by token id (zero outside the kept set); for
   // tests and lossless speculative verification. `logits` is scratch.
   std::vector<float> distribution(std::span<float> logits) const;
+  // The token greedy sampling would take (after logit_bias, penalties, min_tokens): for
+  // greedy drafts. `logits` is scratch.
+  int32_t greedy(std::span<float> logits) const;
+
+  // Speculative verification of `draft` against the target's `logits` (scratch), lossless:
+  // greedy sampling (and forced tokens) accept the draft iff it is the token sample() would
+  // take; otherwise the draft is accepted with probability min(1, p(draft) / q(draft)) and
+  // a rejection draws from max(p - q, 0) normalised, where p is the distribution sample()
+  // draws from and q the draft's (null: a greedy draft, q one-hot). The returned token
+  // (the draft, or the replacement) then follows p exactly. Does not accept() it.
+  SampleResult verify(std::span<float> logits, int32_t draft, const std::vector<float>* q,
+                      bool* accepted);
 
  private:
   void process(std::span<float> logits) const;
+  // Raw logprobs (the logits before processing) into `res`, when asked for; returns the
+  // log-sum-exp (0 without logprobs). Keeps the raw logits in raw_.
+  float raw_logprobs(std::span<const float> logits, SampleResult& res);
+  bool forcing() const;
   // The kept set with its probabilities, most likely first (ties by id); `logits` is scratch.
   std::vector<Candidate> kept(std::span<float> logits) const;
 

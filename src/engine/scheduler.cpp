@@ -21,6 +21,8 @@ void Scheduler::release_kv(Sequence* seq) {
   if (seq->kv) cache_.close(*seq->kv);
   seq->kv.reset();
   seq->num_computed = 0;
+  seq->draft.clear();  // the draft's state restarts with the recomputation
+  seq->draft_state.reset();
 }
 
 void Scheduler::remove(Sequence* seq) {
@@ -51,8 +53,13 @@ SchedulerOutput Scheduler::schedule() {
     if (seq->admitted < 0) continue;  // preempted earlier in this step
     const int64_t need = seq->uncomputed();
     FLINT_CHECK(need > 0, "a running sequence with nothing to compute");
-    const int64_t n = std::min(need, budget);
-    if (n < need && !config_.enable_chunked_prefill) continue;
+    const int64_t n_tok = std::min(need, budget);
+    if (n_tok < need && !config_.enable_chunked_prefill) continue;
+    int64_t drafts = need == 1 ? std::min(static_cast<int64_t>(seq->draft.tokens.size()),
+                                          budget - n_tok)
+                               : 0;
+    if (drafts > 0 && !cache_.reserve(*seq->kv, n_tok + drafts)) drafts = 0;
+    const int64_t n = n_tok + drafts;
     bool fits = cache_.reserve(*seq->kv, n);
     while (!fits) {
       // Preempt the most recently admitted other sequence, or this one if it is the last.
@@ -74,7 +81,7 @@ SchedulerOutput Scheduler::schedule() {
       out.preempted.push_back(seq);
       continue;
     }
-    out.scheduled.push_back({seq, n});
+    out.scheduled.push_back({seq, n, drafts});
     out.num_tokens += n;
     budget -= n;
   }
@@ -85,7 +92,7 @@ SchedulerOutput Scheduler::schedule() {
     Sequence* seq = waiting_.front();
     if (!seq->kv) {
       seq->kv = cache_.open(seq->cache_salt);
-      seq->num_computed = cache_.restore_prefix(*seq->kv, seq->tokens);
+      seq->num_computed = cache_.restore_prefix(*seq->kv, seq->tokens, min_uncomputed_);
     }
     const int64_t need = seq->uncomputed();
     const int64_t n = std::min(need, budget);
@@ -98,7 +105,7 @@ SchedulerOutput Scheduler::schedule() {
     if (seq->cached_prompt < 0) seq->cached_prompt = std::min(seq->num_computed, seq->prompt_len);
     seq->admitted = admissions_++;
     running_.push_back(seq);
-    out.scheduled.push_back({seq, n});
+    out.scheduled.push_back({seq, n, 0});
     out.num_tokens += n;
     budget -= n;
   }

@@ -11,6 +11,8 @@
 // When the KV pool cannot hold a running sequence's next tokens, the most recently
 // admitted running sequence is preempted (its pages released, recomputed later; it goes
 // back to the front of the queue). No new sequence is admitted in a step that preempted.
+// A decoding sequence's drafts ride along with its token while budget and pages allow
+// (they are dropped, never the sequence, when they do not fit).
 //
 // Works on pages and token counts only (kv::KvCache); never sees a tensor.
 #pragma once
@@ -27,7 +29,10 @@ namespace flint::engine {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int64_t num_tokens = 0;  // tokens [num_computed, num_computed + num_tokens)
+  // tokens [num_computed, num_computed + num_tokens): the sequence's uncomputed tokens,
+  // then its first num_drafts drafts (speculative decoding), verified by this step
+  int64_t num_tokens = 0;
+  int64_t num_drafts = 0;
 };
 
 struct SchedulerOutput {
@@ -46,6 +51,9 @@ class Scheduler {
   // Removes a sequence wherever it is and releases its KV.
   void remove(Sequence* seq);
   SchedulerOutput schedule();
+  // A restored prefix leaves at least this many tokens to compute (a draft reads the
+  // target's hidden states of the last ones).
+  void set_min_uncomputed(int64_t n) { min_uncomputed_ = n; }
 
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -61,6 +69,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   int64_t admissions_ = 0;
   int64_t preemptions_ = 0;
+  int64_t min_uncomputed_ = 1;
 };
 
 }  // namespace flint::engine

@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "base/rng.h"
 #include "engine/sampler.h"
+#include "engine/speculative/draft_state.h"
+#include "engine/speculative/proposer.h"
 #include "kv/kv_cache.h"
 
 namespace flint::engine {
@@ -33,6 +36,12 @@ struct Sequence {
   std::vector<SampleResult> logprobs;  // per generated token, when asked for
   int64_t emitted = 0;     // generated tokens already sent in events
   int64_t max_tokens = 0;  // generated tokens at most
+
+  // Speculative decoding: the drafts the next step verifies, the draft's own state, and
+  // the generator that draws probabilistic drafts (its own, so the target's stays seeded).
+  Draft draft;
+  std::unique_ptr<DraftState> draft_state;
+  Rng draft_rng{0};
 
   int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   int64_t uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

@@ -138,14 +138,15 @@ bool KvCache::slot_available(uint64_t hash, const CachedBlock* b, int32_t slot) 
   return disk_ != nullptr && disk_->contains(disk_key(hash, slot));
 }
 
-int64_t KvCache::restore_prefix(SeqId id, std::span<const int32_t> tokens) {
+int64_t KvCache::restore_prefix(SeqId id, std::span<const int32_t> tokens,
+                                int64_t min_uncomputed) {
   Seq& s = seq(id);
   FLINT_CHECK(s.kv->length() == 0 && s.kv->num_blocks() == 0);
   stats_.prefix_queries += static_cast<int64_t>(tokens.size());
   if (!options_.prefix_caching || tokens.empty()) return 0;
   // A failed disk read drops that file; the next attempt finds a shorter prefix.
   for (int attempt = 0; attempt < 4; ++attempt) {
-    const int64_t restored = try_restore(s, tokens);
+    const int64_t restored = try_restore(s, tokens, std::max<int64_t>(1, min_uncomputed));
     if (restored >= 0) {
       stats_.prefix_hits += restored;
       return restored;
@@ -154,9 +155,9 @@ int64_t KvCache::restore_prefix(SeqId id, std::span<const int32_t> tokens) {
   return 0;
 }
 
-int64_t KvCache::try_restore(Seq& s, std::span<const int32_t> tokens) {
+int64_t KvCache::try_restore(Seq& s, std::span<const int32_t> tokens, int64_t min_uncomputed) {
   const int64_t bs = layout_.block_size, n = static_cast<int64_t>(tokens.size());
-  const int64_t k_max = (n - 1) / bs;
+  const int64_t k_max = std::max<int64_t>(0, n - min_uncomputed) / bs;
   const int32_t hist = layout_.history_pages, ppb = layout_.pages_per_block();
   struct Candidate {
     uint64_t hash, parent;

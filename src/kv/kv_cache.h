@@ -66,9 +66,10 @@ class KvCache {
   void close(SeqId id);
 
   // Restores the longest cached prefix of `tokens` into an empty sequence: whole blocks,
-  // leaving at least one token to compute. Returns the tokens restored (0 without prefix
-  // caching). Counts the query and the hit.
-  int64_t restore_prefix(SeqId id, std::span<const int32_t> tokens);
+  // leaving at least `min_uncomputed` (>= 1) tokens to compute (a draft that reads the
+  // target's hidden states of the last tokens needs them computed). Returns the tokens
+  // restored (0 without prefix caching). Counts the query and the hit.
+  int64_t restore_prefix(SeqId id, std::span<const int32_t> tokens, int64_t min_uncomputed = 1);
   // Pages that tokens [length, length + n) would take now.
   int64_t pages_needed(SeqId id, int64_t n) const;
   // Takes those pages; false (and nothing taken) if the pool has too few free pages.
@@ -101,7 +102,7 @@ class KvCache {
                           const std::string& salt) const;
   std::string disk_check(const CachedBlock& b, int32_t slot) const;
   bool slot_available(uint64_t hash, const CachedBlock* b, int32_t slot) const;
-  int64_t try_restore(Seq& s, std::span<const int32_t> tokens);
+  int64_t try_restore(Seq& s, std::span<const int32_t> tokens, int64_t min_uncomputed);
   void register_block(Seq& s, int64_t block, uint64_t hash, uint64_t parent,
                       std::span<const int32_t> tokens);
   void on_evict(int32_t page);

@@ -30,8 +30,12 @@ class PagedLayerKv final : public dsv4::LayerKv {
   int64_t num_entries() const override { return entries_; }
   void read_entries(std::span<const int32_t> ids, float* out) const override;
   void append_entries(const float* rows, int64_t count) override;
+  int64_t num_index_keys() const override { return index_keys_; }
   void read_index_keys(int64_t first, int64_t count, float* out) const override;
   void append_index_keys(const float* rows, int64_t count) override;
+  // Counts only: the rows beyond stay in their pages and are written over later.
+  void truncate_entries(int64_t count) override { entries_ = count; }
+  void truncate_index_keys(int64_t count) override { index_keys_ = count; }
   dsv4::CompressorState& compressor(dsv4::CompressorKind kind) override {
     return kind == dsv4::CompressorKind::kMain ? main_ : index_;
   }
@@ -60,6 +64,7 @@ class PagedSequence final : public dsv4::SequenceKv {
   int64_t num_layers() const override { return static_cast<int64_t>(layers_.size()); }
   dsv4::LayerKv& layer(int64_t i) override { return layers_[static_cast<size_t>(i)]; }
   void advance(int64_t n) override { length_ += n; }
+  void truncate(int64_t length) override { length_ = length; }
 
   const KvLayout& layout() const { return *layout_; }
   PagePool& pool() const { return *pool_; }

@@ -51,6 +51,20 @@ void rope_rows(float* x, int64_t rows, int64_t per_position, int64_t stride, int
   }
 }
 
+// RoPE and rounding of normalised KV rows [n, head_dim] at positions pos0..: the KV's
+// non-rope dims were trained through FP8 (blocks of 64); then the store's format, so a
+// chunk uses its rows as the store keeps them and a later chunk reading them back
+// computes exactly what this one does.
+void finish_kv_rows(const Config& c, const LayerRope& rope, const LayerKv& store, float* kv,
+                    int64_t n, int64_t pos0, QuantSimulation sim) {
+  const int64_t hd = c.head_dim, rd = c.qk_rope_head_dim;
+  rope_rows(kv, n, 1, hd, hd, rd, pos0, rope, false);
+  if (sim == QuantSimulation::kOfficial) {
+    for (int64_t t = 0; t < n; ++t) kernels::round_fp8_blocks(kv + t * hd, hd - rd, 64);
+  }
+  kernels::round_kv_rows(store.kv_format(), kv, n);
+}
+
 // Everything computed for all rows of the batch before the per-sequence attention.
 struct Projections {
   std::vector<float> qr;            // [N, q_lora_rank], normalised low-rank query
@@ -116,18 +130,15 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     float* q = p.q.data() + seg.row * heads * hd;
     float* kv = p.kv.data() + seg.row * hd;
     rope_rows(q, seg.n * heads, heads, hd, hd, rd, seg.pos0, rope, false);
-    rope_rows(kv, seg.n, 1, hd, hd, rd, seg.pos0, rope, false);
-    if (official) {  // the KV's non-rope dims were trained through FP8 (blocks of 64)
-      for (int64_t t = 0; t < seg.n; ++t) kernels::round_fp8_blocks(kv + t * hd, hd - rd, 64);
-    }
-    // The chunk uses its rows as the store keeps them, so a later chunk reading them back
-    // computes exactly what this one does.
-    kernels::round_kv_rows(st.kv_format(), kv, seg.n);
+    finish_kv_rows(c, rope, st, kv, seg.n, seg.pos0, sim);
     CompressorRope crope{&rope.inv_freq, rd};
+    FLINT_CHECK(!seg.block || ratio == 0, "draft blocks run on window-only layers");
     if (ratio > 0) {
-      compress_tokens(*w.compressor, st, CompressorKind::kMain,
-                      p.ckv.data() + seg.row * ckv_width, p.cgate.data() + seg.row * ckv_width, seg.n, seg.pos0, crope, eps,
-                      sim);
+      const float* ckv = p.ckv.data() + seg.row * ckv_width;
+      const float* cgate = p.cgate.data() + seg.row * ckv_width;
+      if (seg.undo) compressor_record(st, CompressorKind::kMain, ckv, cgate, seg.n, seg.pos0, seg.undo->main);
+      compress_tokens(*w.compressor, st, CompressorKind::kMain, ckv, cgate, seg.n, seg.pos0, crope,
+                      eps, sim);
     }
     if (w.indexer) {
       const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
@@ -137,10 +148,11 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         kernels::hadamard_transform(iq + k * ihd, ihd, 1.0f / std::sqrt(static_cast<float>(ihd)));
         if (official) kernels::round_fp4_blocks(iq + k * ihd, ihd, 32);
       }
-      compress_tokens(w.indexer->compressor, st, CompressorKind::kIndex,
-                      p.ickv.data() + seg.row * ickv_width, p.icgate.data() + seg.row * ickv_width,
-                      seg.n, seg.pos0, crope, eps,
-                      sim);
+      const float* ickv = p.ickv.data() + seg.row * ickv_width;
+      const float* icgate = p.icgate.data() + seg.row * ickv_width;
+      if (seg.undo) compressor_record(st, CompressorKind::kIndex, ickv, icgate, seg.n, seg.pos0, seg.undo->index);
+      compress_tokens(w.indexer->compressor, st, CompressorKind::kIndex, ickv, icgate, seg.n,
+                      seg.pos0, crope, eps, sim);
     }
 
     // 3. Keys visible to the chunk: the window history before pos0 (from the store), then
@@ -213,8 +225,10 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         const int64_t t = static_cast<int64_t>(item) / heads,
                       h = static_cast<int64_t>(item) % heads;
         const int64_t pos = seg.pos0 + t;
+        // A draft block sees all of itself; otherwise a token sees up to itself.
+        const int64_t last = seg.block ? seg.pos0 + seg.n - 1 : pos;
         keys.clear();
-        for (int64_t kp = std::max(first_pos, pos - win + 1); kp <= pos; ++kp) {
+        for (int64_t kp = std::max(first_pos, pos - win + 1); kp <= last; ++kp) {
           keys.push_back(&local[static_cast<size_t>((kp - first_pos) * hd)]);
         }
         for (int32_t entry : selected[static_cast<size_t>(t)])
@@ -236,7 +250,7 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
               true);
 
     // 6. Store the chunk's rows (the store keeps what its window needs).
-    st.write_window(seg.pos0, seg.n, kv);
+    if (!seg.block) st.write_window(seg.pos0, seg.n, kv);
   }
 
   // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g, then wo_b.
@@ -259,6 +273,29 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     }
   }
   w.wo_b.forward(low.data(), N, out, sim);
+}
+
+void attention_rollback(const AttentionWeights& w, const Config& c, const LayerRope& rope,
+                        LayerKv& store, const LayerUndo& undo, int64_t keep, QuantSimulation sim) {
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const CompressorRope crope{&rope.inv_freq, c.qk_rope_head_dim};
+  if (w.compressor) {
+    compressor_rollback(*w.compressor, store, CompressorKind::kMain, undo.main, keep, crope, eps,
+                        sim);
+  }
+  if (w.indexer) {
+    compressor_rollback(w.indexer->compressor, store, CompressorKind::kIndex, undo.index, keep,
+                        crope, eps, sim);
+  }
+}
+
+void attention_kv_rows(const AttentionWeights& w, const Config& c, const LayerRope& rope,
+                       const LayerKv& store, const float* x, int64_t n, int64_t pos0, float* out,
+                       QuantSimulation sim) {
+  w.wkv.forward(x, n, out, sim);
+  kernels::rms_norm(out, w.kv_norm.data(), n, c.head_dim, static_cast<float>(c.rms_norm_eps),
+                    out);
+  finish_kv_rows(c, rope, store, out, n, pos0, sim);
 }
 
 }  // namespace flint::dsv4

@@ -9,12 +9,18 @@
 #include <span>
 #include <vector>
 
+#include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/kv_store.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/linear.h"
 
 namespace flint::dsv4 {
+
+// What rolling one layer back after speculative tokens needs (compressor.h).
+struct LayerUndo {
+  CompressorUndo main, index;
+};
 
 // The rows of one sequence inside a batch: x rows [row, row + n) are its tokens at
 // positions pos0 .. pos0 + n - 1.
@@ -23,6 +29,10 @@ struct Segment {
   int64_t row = 0;
   int64_t n = 0;
   int64_t pos0 = 0;
+  // A DSpark draft block: every token sees all of the chunk (not only earlier ones) plus
+  // the store's window before pos0, and the chunk's rows are not stored. Window-only layers.
+  bool block = false;
+  LayerUndo* undo = nullptr;  // non-null: record what a rollback needs (speculative tokens)
 };
 
 struct LayerRope {
@@ -38,5 +48,18 @@ LayerRope layer_rope(const Config& c, int64_t compress_ratio);
 void attention_forward(const AttentionWeights& w, const Config& c, const LayerRope& rope,
                        std::span<const Segment> segments, const float* x, int64_t n_rows,
                        float* out, QuantSimulation sim);
+
+// Undoes a recorded segment's tokens beyond its first `keep` in `store` (compressors and
+// entries; window rows of later positions are simply never read).
+void attention_rollback(const AttentionWeights& w, const Config& c, const LayerRope& rope,
+                        LayerKv& store, const LayerUndo& undo, int64_t keep, QuantSimulation sim);
+
+// The KV row of one token as attention stores it (kv_norm(wkv(x)), RoPE at `pos`, the
+// quant simulation's and the store's rounding): for drafts that write context rows
+// computed from something other than the layer's own input (DSpark). x: [n, H] at
+// positions pos0.., out: [n, head_dim].
+void attention_kv_rows(const AttentionWeights& w, const Config& c, const LayerRope& rope,
+                       const LayerKv& store, const float* x, int64_t n, int64_t pos0, float* out,
+                       QuantSimulation sim);
 
 }  // namespace flint::dsv4

@@ -97,4 +97,53 @@ void compress_tokens(const CompressorWeights& w, LayerKv& store, CompressorKind 
   }
 }
 
+void compressor_record(LayerKv& store, CompressorKind kind, const float* kv, const float* gate,
+                       int64_t n, int64_t pos0, CompressorUndo& undo) {
+  const CompressorState& s = store.compressor(kind);
+  const int64_t width = s.width;
+  undo = {};
+  undo.recorded = true;
+  undo.pos0 = pos0;
+  undo.n = n;
+  undo.count0 = kind == CompressorKind::kMain ? store.num_entries() : store.num_index_keys();
+  for (int64_t t = 0; t < std::min(n, s.ratio); ++t) undo.slots.push_back((pos0 + t) % s.ratio);
+  for (int64_t slot : undo.slots) {
+    undo.kv.insert(undo.kv.end(), s.kv.begin() + slot * width, s.kv.begin() + (slot + 1) * width);
+    undo.score.insert(undo.score.end(), s.score.begin() + slot * width,
+                      s.score.begin() + (slot + 1) * width);
+  }
+  if (s.overlap()) {
+    undo.prev_kv = s.prev_kv;
+    undo.prev_score = s.prev_score;
+  }
+  undo.in_kv.assign(kv, kv + n * width);
+  undo.in_gate.assign(gate, gate + n * width);
+}
+
+void compressor_rollback(const CompressorWeights& w, LayerKv& store, CompressorKind kind,
+                         const CompressorUndo& undo, int64_t keep, const CompressorRope& rope,
+                         float norm_eps, QuantSimulation sim) {
+  if (!undo.recorded) return;
+  FLINT_CHECK(keep >= 0 && keep <= undo.n);
+  CompressorState& s = store.compressor(kind);
+  const int64_t width = s.width;
+  for (size_t i = 0; i < undo.slots.size(); ++i) {
+    const auto at = static_cast<std::ptrdiff_t>(undo.slots[i] * width);
+    const auto from = static_cast<std::ptrdiff_t>(i * static_cast<size_t>(width));
+    std::copy(undo.kv.begin() + from, undo.kv.begin() + from + width, s.kv.begin() + at);
+    std::copy(undo.score.begin() + from, undo.score.begin() + from + width, s.score.begin() + at);
+  }
+  if (s.overlap()) {
+    s.prev_kv = undo.prev_kv;
+    s.prev_score = undo.prev_score;
+  }
+  if (kind == CompressorKind::kMain) {
+    store.truncate_entries(undo.count0);
+  } else {
+    store.truncate_index_keys(undo.count0);
+  }
+  compress_tokens(w, store, kind, undo.in_kv.data(), undo.in_gate.data(), keep, undo.pos0, rope,
+                  norm_eps, sim);
+}
+
 }  // namespace flint::dsv4

@@ -38,9 +38,14 @@ class LayerKv {
   virtual void read_entries(std::span<const int32_t> ids, float* out) const = 0;
   virtual void append_entries(const float* rows, int64_t count) = 0;
 
-  // Indexer keys [first, first + count) (ratio-4 layers; as many as entries).
+  // Indexer keys [first, first + count) (ratio-4 layers; as many as entries once a token
+  // has been fed to both compressors).
+  virtual int64_t num_index_keys() const = 0;
   virtual void read_index_keys(int64_t first, int64_t count, float* out) const = 0;
   virtual void append_index_keys(const float* rows, int64_t count) = 0;
+  // Drops entries (indexer keys) beyond the first `count`: speculative rollback.
+  virtual void truncate_entries(int64_t count) = 0;
+  virtual void truncate_index_keys(int64_t count) = 0;
 
   virtual CompressorState& compressor(CompressorKind kind) = 0;
   // Called by the compressor right after the token at position `end - 1` was fed, for every
@@ -58,6 +63,9 @@ class SequenceKv {
   virtual LayerKv& layer(int64_t i) = 0;
   // Called once per forward call after every layer ran on `n` new tokens.
   virtual void advance(int64_t n) = 0;
+  // Sets the length back to `length` (<= length()) after a speculative rollback restored
+  // the layers (Model::rollback); rows of later positions are stale and never read.
+  virtual void truncate(int64_t length) = 0;
 };
 
 }  // namespace flint::dsv4

@@ -1,5 +1,6 @@
 #include "model/deepseek_v4/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -59,17 +60,61 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
       std::memcpy(&streams[static_cast<size_t>((t * hc + k) * H)], row.data(), H * sizeof(float));
   }
 
-  if (trace != nullptr) trace->streams_in.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (KvUndo* undo = batch[i].undo) {
+      undo->length0 = batch[i].state->length();
+      undo->n = static_cast<int64_t>(batch[i].tokens.size());
+      undo->layers.assign(static_cast<size_t>(c.num_hidden_layers), {});
+    }
+  }
+  // The rows the trace keeps (each request's last `last_rows`, or all).
+  std::vector<int64_t> captured;
+  const int64_t n_means = trace != nullptr ? static_cast<int64_t>(trace->mean_of_layers.size()) : 0;
+  if (trace != nullptr) {
+    trace->streams_in.clear();
+    trace->first_token.clear();
+    trace->first_row.clear();
+    for (const Segment& s : segments) {
+      const int64_t skip = trace->last_rows > 0 ? std::max<int64_t>(0, s.n - trace->last_rows) : 0;
+      trace->first_token.push_back(skip);
+      trace->first_row.push_back(static_cast<int64_t>(captured.size()));
+      for (int64_t t = skip; t < s.n; ++t) captured.push_back(s.row + t);
+    }
+    trace->layer_means.assign(captured.size() * static_cast<size_t>(n_means * H), 0.0f);
+  }
+  const int64_t n_captured = static_cast<int64_t>(captured.size());
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (trace != nullptr) trace->streams_in.push_back(streams);
-    for (size_t i = 0; i < batch.size(); ++i)
+    if (trace != nullptr && trace->record_layers) trace->streams_in.push_back(streams);
+    for (size_t i = 0; i < batch.size(); ++i) {
       segments[i].state = &batch[i].state->layer(layer);
+      segments[i].undo =
+          batch[i].undo ? &batch[i].undo->layers[static_cast<size_t>(layer)] : nullptr;
+    }
     block_forward(weights_.layers[static_cast<size_t>(layer)], c,
                   ropes_[static_cast<size_t>(layer)], segments, tokens.data(), streams.data(), n,
                   sim);
+    for (int64_t k = 0; k < n_means; ++k) {
+      if (trace->mean_of_layers[static_cast<size_t>(k)] != layer) continue;
+      for (int64_t r = 0; r < n_captured; ++r) {
+        const int64_t t = captured[static_cast<size_t>(r)];
+        float* out = &trace->layer_means[static_cast<size_t>((r * n_means + k) * H)];
+        for (int64_t j = 0; j < hc; ++j) {
+          const float* src = &streams[static_cast<size_t>((t * hc + j) * H)];
+          for (int64_t d = 0; d < H; ++d) out[d] += src[d];
+        }
+        for (int64_t d = 0; d < H; ++d) out[d] /= static_cast<float>(hc);
+      }
+    }
   }
   for (const auto& req : batch) req.state->advance(static_cast<int64_t>(req.tokens.size()));
-  if (trace != nullptr) trace->final_streams = streams;
+  if (trace != nullptr) {
+    trace->final_streams.resize(static_cast<size_t>(n_captured * hc * H));
+    for (int64_t r = 0; r < n_captured; ++r) {
+      std::memcpy(&trace->final_streams[static_cast<size_t>(r * hc * H)],
+                  &streams[static_cast<size_t>(captured[static_cast<size_t>(r)] * hc * H)],
+                  static_cast<size_t>(hc * H) * sizeof(float));
+    }
+  }
 
   // Only the rows whose logits are wanted go through hc_head, norm and head.
   std::vector<int64_t> rows;
@@ -93,9 +138,25 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
   hc_head(weights_.hc_head, c, picked.data(), m, x.data());
   kernels::rms_norm(x.data(), weights_.norm.data(), m, H, static_cast<float>(c.rms_norm_eps),
                     x.data());
-  std::vector<float> logits(static_cast<size_t>(m * V));
-  kernels::matmul(weights_.head, x.data(), m, logits.data());
+  return head_logits(x.data(), m);
+}
+
+std::vector<float> Model::head_logits(float* x, int64_t m) const {
+  std::vector<float> logits(static_cast<size_t>(m * config_.vocab_size));
+  kernels::matmul(weights_.head, x, m, logits.data());
   return logits;
+}
+
+void Model::rollback(SequenceKv& state, const KvUndo& undo, int64_t keep,
+                     QuantSimulation sim) const {
+  FLINT_CHECK(keep >= 0 && keep <= undo.n && state.length() == undo.length0 + undo.n);
+  if (keep == undo.n) return;
+  for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+    attention_rollback(weights_.layers[static_cast<size_t>(layer)].attn, config_,
+                       ropes_[static_cast<size_t>(layer)], state.layer(layer),
+                       undo.layers[static_cast<size_t>(layer)], keep, sim);
+  }
+  state.truncate(undo.length0 + keep);
 }
 
 LoadedComponent load_component(const std::shared_ptr<const Checkpoint>& checkpoint,
@@ -114,7 +175,9 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& dir, const LoadOp
   auto checkpoint = std::make_shared<const Checkpoint>(Checkpoint::open(dir));
   LoadedComponent target = load_component(checkpoint, config, Component::kTarget, options);
   check_load_report(target.report);
-  return std::make_unique<Model>(std::move(config), target.params);
+  auto model = std::make_unique<Model>(std::move(config), target.params);
+  model->set_checkpoint(std::move(checkpoint));
+  return model;
 }
 
 }  // namespace flint::dsv4

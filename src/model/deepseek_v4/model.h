@@ -24,17 +24,37 @@
 
 namespace flint::dsv4 {
 
+// Everything rolling a sequence back after speculative tokens needs (Model::rollback).
+struct KvUndo {
+  int64_t length0 = 0;  // the state's length before the tokens
+  int64_t n = 0;        // tokens fed
+  std::vector<LayerUndo> layers;
+};
+
 struct ForwardRequest {
   SequenceKv* state = nullptr;
   std::span<const int32_t> tokens;  // appended at positions state->length() ...
   bool all_logits = false;          // logits for every token, or for the last one only
+  KvUndo* undo = nullptr;           // speculative tokens: record what a rollback needs
 };
 
 // Hidden states a forward call can record besides the logits: for debugging dumps and for
-// drafts that read the target's streams (DSpark). Rows are the batch's rows in order.
+// drafts that read the target's streams (MTP, DSpark). Rows are the batch's rows in order.
 struct ForwardTrace {
+  bool record_layers = true;  // streams_in of every layer, all rows (one copy per layer)
+  // Layers whose output streams are recorded averaged over the hc streams (DSpark's
+  // target features), in this order.
+  std::vector<int64_t> mean_of_layers;
+  // layer_means and final_streams keep only each request's last `last_rows` tokens (0: all):
+  // drafts read the hidden states of the last sliding_window positions only.
+  int64_t last_rows = 0;
+
   std::vector<std::vector<float>> streams_in;  // per layer: its input streams [rows, hc, H]
-  std::vector<float> final_streams;            // [rows, hc, H] after the last layer
+  // Captured rows: per request, the index (into its tokens) of its first captured token,
+  // and that token's row in layer_means and final_streams.
+  std::vector<int64_t> first_token, first_row;
+  std::vector<float> layer_means;    // [captured, mean_of_layers.size(), H]
+  std::vector<float> final_streams;  // [captured, hc, H] after the last layer
 };
 
 class Model {
@@ -58,8 +78,26 @@ class Model {
   std::vector<float> forward(std::span<const ForwardRequest> batch, QuantSimulation sim,
                              ForwardTrace* trace = nullptr) const;
 
+  // Keeps the first `keep` of the tokens recorded in `undo` (a forward call's request for
+  // `state`) and forgets the rest: afterwards the state is exactly what feeding only those
+  // would have made it (compressors, compressed entries and indexer keys, length).
+  void rollback(SequenceKv& state, const KvUndo& undo, int64_t keep, QuantSimulation sim) const;
+
+  // For drafts, which share the target's embedding and head and read its checkpoint.
+  const TargetWeights& weights() const { return weights_; }
+  const LayerRope& rope(int64_t layer) const { return ropes_[static_cast<size_t>(layer)]; }
+  // The checkpoint the weights view (null when built from parameters alone).
+  const std::shared_ptr<const Checkpoint>& checkpoint() const { return checkpoint_; }
+  void set_checkpoint(std::shared_ptr<const Checkpoint> checkpoint) {
+    checkpoint_ = std::move(checkpoint);
+  }
+  // The final norm and head over hc-reduced rows x [m, H] (normalised in place): logits
+  // [m, vocab]. Shared with the drafts, whose own norm comes first.
+  std::vector<float> head_logits(float* x, int64_t m) const;
+
  private:
   Config config_;
+  std::shared_ptr<const Checkpoint> checkpoint_;
   std::shared_ptr<const LoadedParams> params_;
   TargetWeights weights_;
   std::vector<LayerRope> ropes_;  // per layer

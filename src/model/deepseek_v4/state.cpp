@@ -45,11 +45,12 @@ void reset_compressors(const Config& c, int64_t layer, CompressorState& main,
   }
 }
 
-ContiguousLayerKv::ContiguousLayerKv(const Config& c, int64_t layer, KvDtype dtype)
+ContiguousLayerKv::ContiguousLayerKv(const Config& c, int64_t layer, KvDtype dtype,
+                                     int64_t extra_window)
     : kv_format_(kv_row_format(c, dtype)),
       index_format_(index_row_format(c, dtype)),
-      window_size_(c.sliding_window) {
-  window_.assign(static_cast<size_t>(c.sliding_window * c.head_dim), 0.0f);
+      window_size_(c.sliding_window + extra_window) {
+  window_.assign(static_cast<size_t>(window_size_ * c.head_dim), 0.0f);
   reset_compressors(c, layer, compressor_, index_compressor_);
 }
 
@@ -97,9 +98,30 @@ void ContiguousLayerKv::append_index_keys(const float* rows, int64_t count) {
   index_keys_.insert(index_keys_.end(), rows, rows + count * index_format_.dim);
 }
 
-SequenceState::SequenceState(const Config& c, KvDtype dtype) {
+void ContiguousLayerKv::truncate_entries(int64_t count) {
+  FLINT_CHECK(count >= 0 && count <= num_entries());
+  entries_.resize(static_cast<size_t>(count * kv_format_.dim));
+}
+
+void ContiguousLayerKv::truncate_index_keys(int64_t count) {
+  FLINT_CHECK(count >= 0 && count * index_format_.dim <= static_cast<int64_t>(index_keys_.size()));
+  index_keys_.resize(static_cast<size_t>(count * index_format_.dim));
+}
+
+SequenceState::SequenceState(const Config& c, KvDtype dtype, int64_t extra_window) {
   layers_.reserve(static_cast<size_t>(c.num_hidden_layers));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, i, dtype);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, i, dtype, extra_window);
+}
+
+SequenceState::SequenceState(const Config& c, std::span<const int64_t> layer_ids, KvDtype dtype,
+                             int64_t extra_window) {
+  layers_.reserve(layer_ids.size());
+  for (int64_t id : layer_ids) layers_.emplace_back(c, id, dtype, extra_window);
+}
+
+void SequenceState::truncate(int64_t length) {
+  FLINT_CHECK(length >= 0 && length <= length_);
+  length_ = length;
 }
 
 }  // namespace flint::dsv4

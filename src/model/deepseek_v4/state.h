@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/deepseek_v4/compressor_state.h"
@@ -19,7 +20,10 @@ namespace flint::dsv4 {
 
 class ContiguousLayerKv final : public LayerKv {
  public:
-  ContiguousLayerKv(const Config& c, int64_t layer, kernels::KvDtype dtype);
+  // `extra_window`: ring rows beyond sliding_window, so that up to that many positions
+  // written speculatively and rolled back never overwrite a row the window still needs.
+  ContiguousLayerKv(const Config& c, int64_t layer, kernels::KvDtype dtype,
+                    int64_t extra_window = 0);
 
   kernels::KvRowFormat kv_format() const override { return kv_format_; }
   kernels::KvRowFormat index_format() const override { return index_format_; }
@@ -28,8 +32,13 @@ class ContiguousLayerKv final : public LayerKv {
   int64_t num_entries() const override;
   void read_entries(std::span<const int32_t> ids, float* out) const override;
   void append_entries(const float* rows, int64_t count) override;
+  int64_t num_index_keys() const override {
+    return static_cast<int64_t>(index_keys_.size()) / index_format_.dim;
+  }
   void read_index_keys(int64_t first, int64_t count, float* out) const override;
   void append_index_keys(const float* rows, int64_t count) override;
+  void truncate_entries(int64_t count) override;
+  void truncate_index_keys(int64_t count) override;
   CompressorState& compressor(CompressorKind kind) override {
     return kind == CompressorKind::kMain ? compressor_ : index_compressor_;
   }
@@ -46,13 +55,18 @@ class ContiguousLayerKv final : public LayerKv {
 class SequenceState final : public SequenceKv {
  public:
   // A fresh state for the target's layers. dtype: the rounding applied to stored rows
-  // (float32: none).
-  explicit SequenceState(const Config& c, kernels::KvDtype dtype = kernels::KvDtype::kF32);
+  // (float32: none); extra_window: see ContiguousLayerKv.
+  explicit SequenceState(const Config& c, kernels::KvDtype dtype = kernels::KvDtype::kF32,
+                         int64_t extra_window = 0);
+  // A state for the given layers (config layer ids: a draft's stages follow the target's).
+  SequenceState(const Config& c, std::span<const int64_t> layer_ids, kernels::KvDtype dtype,
+                int64_t extra_window);
 
   int64_t length() const override { return length_; }
   int64_t num_layers() const override { return static_cast<int64_t>(layers_.size()); }
   LayerKv& layer(int64_t i) override { return layers_[static_cast<size_t>(i)]; }
   void advance(int64_t n) override { length_ += n; }
+  void truncate(int64_t length) override;
 
  private:
   int64_t length_ = 0;

@@ -1,0 +1,129 @@
+// MTP drafting with DeepSeek-V4's mtp.0 layer (model/deepseek_v4/mtp.h). The layer's window
+// KV holds a row per committed position p (from the target's final streams h_p and the next
+// token x_{p+1}); after each step the new positions' rows go in as one batched pass whose
+// last row already predicts the first draft, and each further draft is one more batched
+// pass on the previous one's output streams. Those chained rows are speculative: the state
+// is truncated back to the committed length afterwards (its ring has room for them).
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "engine/speculative/proposer.h"
+#include "model/deepseek_v4/mtp.h"
+
+namespace flint::engine {
+namespace {
+
+struct MtpState final : DraftState {
+  std::unique_ptr<dsv4::SequenceState> kv;
+  std::unique_ptr<DraftState> clone() const override {
+    auto c = std::make_unique<MtpState>();
+    c->kv = std::make_unique<dsv4::SequenceState>(*kv);
+    return c;
+  }
+  int64_t length() const override { return kv->length(); }
+};
+
+class MtpProposer final : public Proposer {
+ public:
+  MtpProposer(const dsv4::Model& model, const EngineConfig& config)
+      : model_(model),
+        draft_(dsv4::load_mtp(model)),
+        config_(config),
+        window_(model.config().sliding_window) {}
+
+  std::string_view name() const override { return "mtp"; }
+  bool wants_trace() const override { return true; }
+  void request_trace(dsv4::ForwardTrace& t) const override {
+    t.record_layers = false;
+    t.last_rows = window_;
+  }
+  int64_t context_window() const override { return window_; }
+
+  void propose(std::span<ProposeItem> items, const dsv4::ForwardTrace* trace) override {
+    const dsv4::Config& c = model_.config();
+    const int64_t row_floats = c.hc_mult * c.hidden_size;
+    const auto sim = config_.quant_simulation;
+    // 1. Context rows of the committed positions (the last `window_` of them are read).
+    std::vector<dsv4::MtpInput> inputs;
+    std::vector<ProposeItem*> owners;
+    std::vector<std::vector<int32_t>> next_tokens(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      ProposeItem& it = items[i];
+      MtpState* st = state_of(it);
+      const int64_t first = std::max(it.trace_from, it.to - window_);
+      st->kv->advance(first - it.from);  // positions whose rows are never read
+      if (first >= it.to) continue;
+      FLINT_CHECK(it.to < static_cast<int64_t>(it.tokens.size()));
+      next_tokens[i].assign(it.tokens.begin() + first + 1, it.tokens.begin() + it.to + 1);
+      const float* h = trace->final_streams.data() +
+                       (it.trace_row + (first - it.trace_from)) * row_floats;
+      inputs.push_back({st->kv.get(), next_tokens[i], h});
+      owners.push_back(&it);
+    }
+    if (inputs.empty()) return;
+    std::vector<float> streams;
+    std::vector<float> logits = draft_->forward(inputs, sim, &streams);
+    // 2. Chained drafts, batched over the sequences that still want more; each feeds the
+    // layer's own output streams back as the next position's h.
+    const int64_t V = c.vocab_size;
+    std::vector<int32_t> last(owners.size());
+    std::vector<std::vector<float>> h(owners.size());
+    std::vector<size_t> active;
+    for (size_t k = 0; k < owners.size(); ++k) {
+      ProposeItem& it = *owners[k];
+      if (it.want <= 0) continue;
+      std::span<float> row(logits.data() + static_cast<int64_t>(k) * V, static_cast<size_t>(V));
+      last[k] = pick_draft(row, it);
+      h[k].assign(streams.begin() + static_cast<int64_t>(k) * row_floats,
+                  streams.begin() + static_cast<int64_t>(k + 1) * row_floats);
+      if (it.want > 1) active.push_back(k);
+    }
+    while (!active.empty()) {
+      std::vector<dsv4::MtpInput> chain;
+      for (size_t k : active)
+        chain.push_back({inputs[k].state, std::span<const int32_t>(&last[k], 1), h[k].data()});
+      std::vector<float> out = draft_->forward(chain, sim, &streams);
+      std::vector<size_t> still;
+      for (size_t j = 0; j < active.size(); ++j) {
+        const size_t k = active[j];
+        ProposeItem& it = *owners[k];
+        std::span<float> row(out.data() + static_cast<int64_t>(j) * V, static_cast<size_t>(V));
+        last[k] = pick_draft(row, it);
+        h[k].assign(streams.begin() + static_cast<int64_t>(j) * row_floats,
+                    streams.begin() + static_cast<int64_t>(j + 1) * row_floats);
+        if (static_cast<int64_t>(it.out->tokens.size()) < it.want) still.push_back(k);
+      }
+      active = std::move(still);
+    }
+    for (size_t k = 0; k < owners.size(); ++k) inputs[k].state->truncate(owners[k]->to);
+  }
+
+ private:
+  MtpState* state_of(ProposeItem& it) {
+    auto* st = static_cast<MtpState*>(it.state->get());
+    if (st == nullptr || st->length() != it.from) {
+      auto fresh = std::make_unique<MtpState>();
+      fresh->kv = draft_->new_state(config_.kv_dtype, config_.speculative.num_tokens);
+      fresh->kv->advance(it.from);
+      st = fresh.get();
+      *it.state = std::move(fresh);
+    }
+    return st;
+  }
+
+  const dsv4::Model& model_;
+  std::unique_ptr<dsv4::MtpDraft> draft_;
+  EngineConfig config_;
+  int64_t window_;
+};
+
+}  // namespace
+
+namespace spec_internal {
+std::unique_ptr<Proposer> make_mtp(const dsv4::Model& model, const EngineConfig& config) {
+  return std::make_unique<MtpProposer>(model, config);
+}
+}  // namespace spec_internal
+
+}  // namespace flint::engine
