@@ -26,6 +26,20 @@ inline const dsv4::Model& tiny_model() {
   return *model;
 }
 
+// The model of a make-tiny preset ("tiny", "tiny-dspark"), loaded once.
+inline const dsv4::Model& preset_model(const std::string& preset) {
+  static std::map<std::string, std::unique_ptr<dsv4::Model>> models;
+  auto& m = models[preset];
+  if (!m) {
+    if (preset == "tiny") return tiny_model();
+    init_logging("warning");
+    LoadOptions o;
+    o.log = false;
+    m = dsv4::load_model(flint::testing::tiny_checkpoint(preset), o);
+  }
+  return *m;
+}
+
 inline std::vector<int32_t> random_tokens(int64_t n, uint64_t seed) {
   Rng rng(seed);
   std::vector<int32_t> t(static_cast<size_t>(n));
