@@ -163,6 +163,8 @@ void log_stats(const engine::EngineStats& now, const engine::EngineStats& before
                                    static_cast<double>(now.prefix_queries)
                              : 0.0,
       now.preemptions);
+  if (now.spec_drafts > before.spec_drafts || now.spec_proposed_tokens > before.spec_proposed_tokens)
+    spdlog::info("{}", engine::describe_speculation(now));
 }
 
 }  // namespace

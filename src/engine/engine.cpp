@@ -158,9 +158,14 @@ void Engine::loop() {
         }
       }
     }
+    {
+      // Before the events go out: a client that saw its request run must not find it still
+      // counted as waiting (the --max-waiting-requests bound reads these).
+      std::lock_guard lock(mutex_);
+      stats_ = core_.stats();
+    }
     deliver(events);
     std::lock_guard lock(mutex_);
-    stats_ = core_.stats();
     if (!core_.has_work() && inbox_.empty()) {
       busy_ = false;
       idle_.notify_all();

@@ -230,6 +230,16 @@ std::string Metrics::render(const engine::EngineStats& stats) const {
     sample(out, c.name, model, as_double(c.value));
   }
 
+  // As vLLM: accepted draft tokens by position in the draft (only with speculative decoding).
+  if (!stats.spec_accepted_at.empty()) {
+    family(out, "flint:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Accepted tokens per draft position.");
+    for (size_t j = 0; j < stats.spec_accepted_at.size(); ++j) {
+      sample(out, "flint:spec_decode_num_accepted_tokens_per_pos_total",
+             fmt::format("{},position=\"{}\"", model, j), as_double(stats.spec_accepted_at[j]));
+    }
+  }
+
   // Every reason is written, also at 0, so rate() over a reason has a series from the start.
   family(out, "flint:request_success_total", "counter",
          "Count of successfully processed requests.");
