@@ -192,10 +192,10 @@ TEST(SpecDraft, NgramProposesWhatFollowedTheLongestEarlierMatch) {
 
 // --- drafts are the same after a prefix-cache hit ------------------------------------------
 
-TEST(SpecDraft, DSparkDraftsAfterAPrefixHitEqualTheColdOnes) {
-  const dsv4::Model& model = preset_model("tiny-dspark");
+void expect_warm_drafts_equal_cold(const std::string& preset, SpecMethod method) {
+  const dsv4::Model& model = preset_model(preset);
   EngineConfig c = small_config();
-  c.speculative.method = SpecMethod::kDSpark;
+  c.speculative.method = method;
   c.speculative.num_tokens = 5;
   c.record_drafts = true;
   const auto prompt = random_tokens(flint::testing::kSanitized ? 140 : 400, 21);
@@ -218,6 +218,38 @@ TEST(SpecDraft, DSparkDraftsAfterAPrefixHitEqualTheColdOnes) {
     EXPECT_EQ(cold[i].tokens, warm[i].tokens) << "step " << i;
     EXPECT_EQ(cold[i].confidence, warm[i].confidence) << "step " << i;
   }
+}
+
+TEST(SpecDraft, DSparkDraftsAfterAPrefixHitEqualTheColdOnes) {
+  expect_warm_drafts_equal_cold("tiny-dspark", SpecMethod::kDSpark);
+}
+TEST(SpecDraft, MtpDraftsAfterAPrefixHitEqualTheColdOnes) {
+  expect_warm_drafts_equal_cold("tiny", SpecMethod::kMtp);
+}
+
+// Sampled requests with several samples (forked with their draft state), sampled drafts and
+// logprobs run to the end with every token accounted for.
+TEST(SpecSampling, ForkedSampledRequestsRunThrough) {
+  EngineConfig c = small_config();
+  c.speculative.method = SpecMethod::kDSpark;
+  c.speculative.num_tokens = 4;
+  c.speculative.probabilistic_drafts = true;
+  EngineCore core(preset_model("tiny-dspark"), c);
+  SamplingParams p;
+  p.temperature = 0.9;
+  p.top_k = 50;
+  p.n = 3;
+  p.seed = 5;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  p.logprobs = 2;
+  core.add(request("s", random_tokens(60, 3), p));
+  auto out = run_to_end(core);
+  ASSERT_TRUE(out["s"].finished);
+  for (int32_t k = 0; k < 3; ++k) EXPECT_EQ(out["s"].tokens[k].size(), 12u) << "sample " << k;
+  EXPECT_EQ(out["s"].logprobs.size(), 12u);
+  EXPECT_EQ(out["s"].usage.completion_tokens, 36);
+  EXPECT_GT(core.stats().spec_drafts, 0);
 }
 
 TEST(SpecConfig, DSparkRefusesMoreDraftsThanItsBlock) {

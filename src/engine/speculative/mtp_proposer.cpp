@@ -1,9 +1,11 @@
 // MTP drafting with DeepSeek-V4's mtp.0 layer (model/deepseek_v4/mtp.h). The layer's window
 // KV holds a row per committed position p (from the target's final streams h_p and the next
-// token x_{p+1}); after each step the new positions' rows go in as one batched pass whose
-// last row already predicts the first draft, and each further draft is one more batched
-// pass on the previous one's output streams. Those chained rows are speculative: the state
-// is truncated back to the committed length afterwards (its ring has room for them).
+// token x_{p+1}). Rows are computed when a draft is wanted: the positions committed since
+// (at most the last sliding_window, kept pending meanwhile: hc x H floats each) go in as one
+// batched pass whose last row already predicts the first draft, and each further draft is
+// one more batched pass on the previous one's output streams. So a sequence that does not
+// draft (adaptive verification paused it, or it is in its prompt) costs a copy, not a layer.
+// Chained rows are speculative: the store is truncated back afterwards (its ring has room).
 #include <algorithm>
 #include <cstring>
 
@@ -16,12 +18,26 @@ namespace {
 
 struct MtpState final : DraftState {
   std::unique_ptr<dsv4::SequenceState> kv;
+  // Positions kv->length() .. + pending() whose rows are not computed yet: h and x_{p+1}.
+  std::vector<float> pending_h;
+  std::vector<int32_t> pending_next;
+  int64_t pending() const { return static_cast<int64_t>(pending_next.size()); }
   std::unique_ptr<DraftState> clone() const override {
     auto c = std::make_unique<MtpState>();
     c->kv = std::make_unique<dsv4::SequenceState>(*kv);
+    c->pending_h = pending_h;
+    c->pending_next = pending_next;
     return c;
   }
-  int64_t length() const override { return kv->length(); }
+  int64_t length() const override { return kv->length() + pending(); }
+  // Forgets the oldest pending positions (never read again: beyond the window).
+  void drop(int64_t n, int64_t row_floats) {
+    n = std::min(n, pending());
+    if (n <= 0) return;
+    kv->advance(n);
+    pending_next.erase(pending_next.begin(), pending_next.begin() + n);
+    pending_h.erase(pending_h.begin(), pending_h.begin() + n * row_floats);
+  }
 };
 
 class MtpProposer final : public Proposer {
@@ -44,26 +60,35 @@ class MtpProposer final : public Proposer {
     const dsv4::Config& c = model_.config();
     const int64_t row_floats = c.hc_mult * c.hidden_size;
     const auto sim = config_.quant_simulation;
-    // 1. Context rows of the committed positions (the last `window_` of them are read).
+    // 1. The committed positions join the pending ones; those wanting drafts compute them.
     std::vector<dsv4::MtpInput> inputs;
     std::vector<ProposeItem*> owners;
-    std::vector<std::vector<int32_t>> next_tokens(items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      ProposeItem& it = items[i];
+    for (ProposeItem& it : items) {
       MtpState* st = state_of(it);
       const int64_t first = std::max(it.trace_from, it.to - window_);
-      st->kv->advance(first - it.from);  // positions whose rows are never read
-      if (first >= it.to) continue;
-      FLINT_CHECK(it.to < static_cast<int64_t>(it.tokens.size()));
-      next_tokens[i].assign(it.tokens.begin() + first + 1, it.tokens.begin() + it.to + 1);
-      const float* h = trace->final_streams.data() +
-                       (it.trace_row + (first - it.trace_from)) * row_floats;
-      inputs.push_back({st->kv.get(), next_tokens[i], h});
+      if (first > it.from) {  // positions without rows: older pending ones are out of reach
+        st->drop(st->pending(), row_floats);
+        st->kv->advance(first - it.from);
+      }
+      for (int64_t p = first; p < it.to; ++p) {
+        FLINT_CHECK(p + 1 < static_cast<int64_t>(it.tokens.size()));
+        const float* h = trace->final_streams.data() + (it.trace_row + (p - it.trace_from)) * row_floats;
+        st->pending_h.insert(st->pending_h.end(), h, h + row_floats);
+        st->pending_next.push_back(it.tokens[static_cast<size_t>(p + 1)]);
+      }
+      st->drop(st->pending() - window_, row_floats);
+      if (it.want <= 0 || st->pending() == 0) continue;
+      inputs.push_back({st->kv.get(), st->pending_next, st->pending_h.data(), true});
       owners.push_back(&it);
     }
     if (inputs.empty()) return;
     std::vector<float> streams;
     std::vector<float> logits = draft_->forward(inputs, sim, &streams);
+    for (ProposeItem* it : owners) {
+      auto* st = static_cast<MtpState*>(it->state->get());
+      st->pending_h.clear();
+      st->pending_next.clear();
+    }
     // 2. Chained drafts, batched over the sequences that still want more; each feeds the
     // layer's own output streams back as the next position's h.
     const int64_t V = c.vocab_size;
@@ -72,7 +97,6 @@ class MtpProposer final : public Proposer {
     std::vector<size_t> active;
     for (size_t k = 0; k < owners.size(); ++k) {
       ProposeItem& it = *owners[k];
-      if (it.want <= 0) continue;
       std::span<float> row(logits.data() + static_cast<int64_t>(k) * V, static_cast<size_t>(V));
       last[k] = pick_draft(row, it);
       h[k].assign(streams.begin() + static_cast<int64_t>(k) * row_floats,

@@ -64,16 +64,15 @@ std::vector<float> MtpDraft::forward(std::span<const MtpInput> batch, QuantSimul
   for (size_t i = 0; i < batch.size(); ++i)
     batch[i].state->advance(static_cast<int64_t>(batch[i].tokens.size()));
 
-  // Only each input's last row goes through the head.
-  const int64_t m = static_cast<int64_t>(batch.size());
-  std::vector<float> picked(static_cast<size_t>(m * hc * H));
-  for (int64_t i = 0; i < m; ++i) {
-    const Segment& s = segments[static_cast<size_t>(i)];
-    FLINT_CHECK(s.n > 0);
-    std::memcpy(&picked[static_cast<size_t>(i * hc * H)],
-                &streams[static_cast<size_t>((s.row + s.n - 1) * hc * H)],
-                static_cast<size_t>(hc * H) * sizeof(float));
+  // Only the last row of each input that wants it goes through the head.
+  std::vector<float> picked;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Segment& s = segments[i];
+    if (!batch[i].logits || s.n == 0) continue;
+    const auto at = streams.begin() + (s.row + s.n - 1) * hc * H;
+    picked.insert(picked.end(), at, at + hc * H);
   }
+  const int64_t m = static_cast<int64_t>(picked.size()) / (hc * H);
   std::vector<float> x(static_cast<size_t>(m * H));
   hc_head(weights_.hc_head, c, picked.data(), m, x.data());
   kernels::rms_norm(x.data(), weights_.norm.data(), m, H, eps, x.data());

@@ -22,6 +22,7 @@ struct MtpInput {
   SequenceKv* state = nullptr;       // the layer's store; rows go at state->length() ...
   std::span<const int32_t> tokens;   // x_{p+1} for each position p
   const float* hidden = nullptr;     // [tokens.size(), hc, H]: h_p
+  bool logits = true;                // the last row's logits and streams are wanted
 };
 
 class MtpDraft {
@@ -33,9 +34,10 @@ class MtpDraft {
   // (chained drafts) and rolled back with truncate() without harming the window.
   std::unique_ptr<SequenceState> new_state(kernels::KvDtype dtype, int64_t extra_window) const;
 
-  // Runs every input's rows and advances its store. Returns the logits of each input's last
-  // row [batch, vocab]; `last_streams` (optional) gets those rows' output streams
-  // [batch, hc, H], the h of the next chained position.
+  // Runs every input's rows and advances its store. Returns the logits of the last row of
+  // each input that wants them [wanting, vocab] (the head is the costly part of one row);
+  // `last_streams` (optional) gets those rows' output streams [wanting, hc, H], the h of
+  // the next chained position.
   std::vector<float> forward(std::span<const MtpInput> batch, QuantSimulation sim,
                              std::vector<float>* last_streams) const;
 
