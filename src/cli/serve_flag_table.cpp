@@ -616,9 +616,9 @@ const std::vector<Row>& rows() {
        .vllm = "Speculative decoding as a JSON object or --speculative-config.KEY VALUE: method "
                "(dspark, mtp, deepseek_mtp, ngram, eagle, ...), model, num_speculative_tokens, "
                "... (keys below).",
-       .component = "speculative decoder",
+       .status = Status::kApplied,
        .flint = "dspark, mtp / deepseek_mtp and ngram, drafting from the served checkpoint; "
-                "other methods and separate draft models are refused",
+                "other methods and separate draft models are refused (docs/speculative.md)",
        .set_json =
            [](A a, F f, const Json& update) {
              if (!update.is_object()) {
