@@ -230,8 +230,15 @@ std::string Metrics::render(const engine::EngineStats& stats) const {
     sample(out, c.name, model, as_double(c.value));
   }
 
-  // As vLLM: accepted draft tokens by position in the draft (only with speculative decoding).
+  // As vLLM: accepted draft tokens by position in the draft (only with speculative decoding),
+  // and flint's time in drafting beside the forward passes.
   if (!stats.spec_accepted_at.empty()) {
+    family(out, "flint:spec_decode_draft_seconds_total", "counter",
+           "Seconds spent drafting (the draft model and its context).");
+    sample(out, "flint:spec_decode_draft_seconds_total", model, stats.draft_seconds);
+    family(out, "flint:forward_seconds_total", "counter",
+           "Seconds spent in the target's forward passes (verification included).");
+    sample(out, "flint:forward_seconds_total", model, stats.forward_seconds);
     family(out, "flint:spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Accepted tokens per draft position.");
     for (size_t j = 0; j < stats.spec_accepted_at.size(); ++j) {
