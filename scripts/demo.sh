@@ -9,9 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" --target flint
-DEMO=build/demo-tiny
+DEMO=build/demo-tiny-dspark  # the DeepSeek-V4-Flash-0731 layout: DSpark draft stages included
 if [ ! -f "$DEMO/config.json" ]; then
-  ./build/flint make-tiny "$DEMO" --preset tiny --seed 1
+  ./build/flint make-tiny "$DEMO" --preset tiny-dspark --seed 1
 fi
 banner() { printf '\n==== %s ====\n' "$*"; }
 banner "DEMO CHECKPOINT WITH RANDOM WEIGHTS: output text is meaningless"
@@ -19,13 +19,14 @@ banner "flint inspect $DEMO"
 ./build/flint inspect "$DEMO"
 banner "flint generate $DEMO --prompt ... (two prompts in one batch; random weights: gibberish expected)"
 ./build/flint generate "$DEMO" --prompt "The capital of France is" "Once upon a time" -n 24 \
-  --temperature 0
+  --temperature 0 --speculative-config.method dspark --speculative-config.num_speculative_tokens 5
 
 PORT=${FLINT_DEMO_PORT:-8000}
 banner "flint serve $DEMO --port $PORT ... (the vLLM command line; Ctrl-C stops it)"
 ./build/flint serve "$DEMO" --host 127.0.0.1 --port "$PORT" --served-model-name demo \
   --kv-cache-dtype fp8 --block-size 256 --enable-prefix-caching --enable-chunked-prefill \
   --enable-auto-tool-choice --tool-call-parser deepseek_v4 --reasoning-parser deepseek_v4 \
+  --speculative-config.method dspark --speculative-config.num_speculative_tokens 5 \
   --max-model-len 4096 --kv-cache-memory-bytes 256M &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true' EXIT
