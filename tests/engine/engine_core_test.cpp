@@ -10,18 +10,11 @@ namespace flint::engine {
 namespace {
 
 using testutil::greedy;
+using testutil::request;
 using testutil::random_tokens;
 using testutil::run_to_end;
 using testutil::small_config;
 using testutil::tiny_model;
-
-EngineRequest request(std::string id, std::vector<int32_t> prompt, SamplingParams p) {
-  EngineRequest r;
-  r.id = std::move(id);
-  r.prompt = std::move(prompt);
-  r.sampling = std::move(p);
-  return r;
-}
 
 std::string error_of(EngineCore& core, EngineRequest r) {
   try {

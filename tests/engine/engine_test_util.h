@@ -63,6 +63,14 @@ inline EngineConfig small_config(int64_t pages = 0) {
   return c;
 }
 
+inline EngineRequest request(std::string id, std::vector<int32_t> prompt, SamplingParams p) {
+  EngineRequest r;
+  r.id = std::move(id);
+  r.prompt = std::move(prompt);
+  r.sampling = std::move(p);
+  return r;
+}
+
 inline SamplingParams greedy(int64_t max_tokens) {
   SamplingParams p;
   p.temperature = 0;

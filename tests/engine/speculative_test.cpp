@@ -15,18 +15,11 @@ namespace flint::engine {
 namespace {
 
 using testutil::greedy;
+using testutil::request;
 using testutil::preset_model;
 using testutil::random_tokens;
 using testutil::run_to_end;
 using testutil::small_config;
-
-EngineRequest request(std::string id, std::vector<int32_t> prompt, SamplingParams p) {
-  EngineRequest r;
-  r.id = std::move(id);
-  r.prompt = std::move(prompt);
-  r.sampling = std::move(p);
-  return r;
-}
 
 // --- the model's rollback -------------------------------------------------------------
 
