@@ -64,26 +64,6 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
-std::string describe_speculation(const EngineStats& s) {
-  const auto pct = [](int64_t a, int64_t b) {
-    return b > 0 ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
-  };
-  std::string per;
-  for (size_t j = 0; j < s.spec_verified_at.size(); ++j) {
-    per += fmt::format("{}{:.1f}%", j ? " " : "", pct(s.spec_accepted_at[j], s.spec_verified_at[j]));
-  }
-  return fmt::format(
-      "speculation: {} drafts verified, {} of {} draft tokens accepted ({:.1f}%), {:.2f} "
-      "accepted per draft (+1 token of the target's own); acceptance by position: {}; {} "
-      "drafted in all; drafting {:.3f} s, forward passes {:.3f} s",
-      s.spec_drafts, s.spec_accepted_tokens, s.spec_draft_tokens,
-      pct(s.spec_accepted_tokens, s.spec_draft_tokens),
-      s.spec_drafts > 0 ? static_cast<double>(s.spec_accepted_tokens) /
-                              static_cast<double>(s.spec_drafts)
-                        : 0.0,
-      per.empty() ? "-" : per, s.spec_proposed_tokens, s.draft_seconds, s.forward_seconds);
-}
-
 int64_t kv_pool_pages(const dsv4::Config& model, const EngineConfig& c) {
   if (c.kv_cache_pages > 0) return c.kv_cache_pages;
   const kv::KvLayout layout = kv::make_kv_layout(model, c.block_size, c.kv_dtype);
@@ -431,68 +411,6 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
   }
 }
 
-int64_t EngineCore::drafts_wanted(const Sequence& seq) const {
-  const SpeculativeConfig& sc = config_.speculative;
-  if (seq.finished || seq.uncomputed() != 1) return 0;
-  if (adaptive_ && !adaptive_->drafting()) return 0;
-  const auto len = static_cast<int64_t>(seq.tokens.size());
-  if (sc.max_model_len > 0 && len > sc.max_model_len) return 0;
-  if (sc.disable_by_batch_size > 0 &&
-      static_cast<int64_t>(scheduler_.running().size()) > sc.disable_by_batch_size)
-    return 0;
-  // The step feeds the last token and k drafts at positions len - 1 .. len - 1 + k, and
-  // emits up to k + 1 tokens: both must stay within the limits.
-  int64_t k = sc.num_tokens;
-  k = std::min(k, seq.max_tokens - seq.num_generated() - 1);
-  k = std::min(k, config_.max_model_len - len);
-  return std::max<int64_t>(0, k);
-}
-
-void EngineCore::propose(const SchedulerOutput& out, const std::vector<int64_t>& from,
-                         const std::vector<std::pair<Sequence*, size_t>>& forked,
-                         const dsv4::ForwardTrace* trace) {
-  Stopwatch clock;
-  std::vector<ProposeItem> items;
-  auto add = [&](Sequence& seq, size_t i, int64_t seq_from) {
-    if (seq.finished || !seq.kv) return;
-    ProposeItem it;
-    it.tokens = seq.tokens;
-    it.from = seq_from;
-    it.to = seq.num_computed;
-    if (trace != nullptr) {
-      it.trace_from = seq_from + trace->first_token[i];
-      it.trace_row = trace->first_row[i];
-    }
-    it.state = &seq.draft_state;
-    it.want = drafts_wanted(seq);
-    it.sampler = seq.sampler.get();
-    it.probabilistic = config_.speculative.probabilistic_drafts &&
-                       seq.request->request.sampling.temperature > 0;
-    it.rng = &seq.draft_rng;
-    it.oracle = seq.request->request.oracle_tokens;
-    seq.draft.clear();
-    it.out = &seq.draft;
-    items.push_back(it);
-  };
-  for (size_t i = 0; i < out.scheduled.size(); ++i) add(*out.scheduled[i].seq, i, from[i]);
-  for (const auto& [child, i] : forked) {
-    // A forked sample continues from its parent's context (before this step's rows).
-    Sequence& parent = *out.scheduled[i].seq;
-    if (parent.draft_state && parent.draft_state->length() == from[i])
-      child->draft_state = parent.draft_state->clone();
-    add(*child, i, from[i]);
-  }
-  proposer_->propose(items, trace);
-  int64_t drafting = 0;
-  for (const ProposeItem& it : items) {
-    if (it.want > 0) ++drafting;
-    stats_.spec_proposed_tokens += static_cast<int64_t>(it.out->tokens.size());
-  }
-  const double seconds = clock.seconds();
-  stats_.draft_seconds += seconds;
-  if (adaptive_) adaptive_->observe_drafting(drafting, seconds);
-}
-
 void EngineCore::fork_samples(RequestState& r, Sequence& parent) {
   r.forked = true;
   for (int32_t k = 1; k < r.request.sampling.n; ++k) {
@@ -566,44 +484,6 @@ void EngineCore::finish(Sequence& seq, FinishReason, std::vector<RequestOutput>&
   scheduler_.remove(&seq);
   ++seq.request->finished;
   emit(seq, seq.finish_reason, events);
-}
-
-void EngineCore::choose_drafts() {
-  std::vector<Draft*> drafts;
-  int64_t plain = 0;
-  for (Sequence* seq : scheduler_.running()) {
-    plain += seq->uncomputed();
-    if (!seq->draft.tokens.empty()) drafts.push_back(&seq->draft);
-  }
-  if (drafts.empty()) return;
-  plain = std::min(plain, config_.max_num_batched_tokens);
-  adaptive_->choose(drafts, plain);
-}
-
-void EngineCore::profile_steps() {
-  // Forward time at the token counts a decode step with drafts has (one sequence of t
-  // tokens: the weights are read once per step either way), medians of three; real steps
-  // refine the table as they run.
-  const int64_t max_t = 2 * (config_.speculative.num_tokens + 1);
-  std::vector<int32_t> tokens(static_cast<size_t>(max_t), 0);
-  dsv4::SequenceState st = model_.new_sequence(config_.kv_dtype);
-  std::vector<int32_t> warm(64, 0);
-  dsv4::ForwardRequest pre{&st, warm, false, nullptr};
-  model_.forward({&pre, 1}, config_.quant_simulation);
-  for (int64_t t = 1; t <= max_t; ++t) {
-    double times[3];
-    for (double& x : times) {
-      dsv4::KvUndo undo;
-      dsv4::ForwardRequest req{&st, std::span<const int32_t>(tokens).first(static_cast<size_t>(t)),
-                               true, &undo};
-      Stopwatch clock;
-      model_.forward({&req, 1}, config_.quant_simulation);
-      x = clock.seconds();
-      model_.rollback(st, undo, 0, config_.quant_simulation);
-    }
-    std::sort(std::begin(times), std::end(times));
-    adaptive_->cost().observe(t, times[1]);
-  }
 }
 
 EngineStats EngineCore::stats() const {
