@@ -1,4 +1,4 @@
-// `flint make-tiny OUT --preset tiny|tiny-dspark|bench --seed N`: a random checkpoint in
+// `flint make-tiny OUT --preset tiny|tiny-dspark|bench|bench-dspark --seed N`: a random checkpoint in
 // the official DeepSeek-V4 layout, with the DeepSeek tokenizer files.
 #include <filesystem>
 

@@ -88,14 +88,25 @@ Config bench() {
   return c;
 }
 
+// `bench` with Flash-0731's DSpark stages (three, as in the real model, reading the target's
+// layers 3, 7 and 10): the speed of DSpark drafting against the bench target.
+Config bench_dspark() {
+  Config c = bench();
+  c.num_nextn_predict_layers = 3;
+  c.compress_ratios.insert(c.compress_ratios.end(), {0, 0});
+  c.dspark = DSparkConfig{5, 128799, {3, 7, 10}, 256};
+  return c;
+}
+
 }  // namespace
 
-std::vector<std::string> tiny_preset_names() { return {"tiny", "tiny-dspark", "bench"}; }
+std::vector<std::string> tiny_preset_names() { return {"tiny", "tiny-dspark", "bench", "bench-dspark"}; }
 
 Config tiny_preset(std::string_view name) {
   if (name == "tiny") return tiny();
   if (name == "tiny-dspark") return tiny_dspark();
   if (name == "bench") return bench();
+  if (name == "bench-dspark") return bench_dspark();
   throw Error("unknown preset '{}': expected one of {}", name,
               fmt::join(tiny_preset_names(), ", "));
 }
