@@ -1,44 +1,16 @@
 // MTP drafting with DeepSeek-V4's mtp.0 layer (model/deepseek_v4/mtp.h). The layer's window
 // KV holds a row per committed position p (from the target's final streams h_p and the next
-// token x_{p+1}). Rows are computed when a draft is wanted: the positions committed since
-// (at most the last sliding_window, kept pending meanwhile: hc x H floats each) go in as one
+// token x_{p+1}). Rows are computed when a draft is wanted (pending_window.h: hc x H floats
+// and a token wait per position meanwhile): the positions committed since go in as one
 // batched pass whose last row already predicts the first draft, and each further draft is
-// one more batched pass on the previous one's output streams. So a sequence that does not
-// draft (adaptive verification paused it, or it is in its prompt) costs a copy, not a layer.
+// one more batched pass on the previous one's output streams.
 // Chained rows are speculative: the store is truncated back afterwards (its ring has room).
-#include <algorithm>
-#include <cstring>
-
 #include "base/check.h"
-#include "engine/speculative/proposer.h"
+#include "engine/speculative/pending_window.h"
 #include "model/deepseek_v4/mtp.h"
 
 namespace flint::engine {
 namespace {
-
-struct MtpState final : DraftState {
-  std::unique_ptr<dsv4::SequenceState> kv;
-  // Positions kv->length() .. + pending() whose rows are not computed yet: h and x_{p+1}.
-  std::vector<float> pending_h;
-  std::vector<int32_t> pending_next;
-  int64_t pending() const { return static_cast<int64_t>(pending_next.size()); }
-  std::unique_ptr<DraftState> clone() const override {
-    auto c = std::make_unique<MtpState>();
-    c->kv = std::make_unique<dsv4::SequenceState>(*kv);
-    c->pending_h = pending_h;
-    c->pending_next = pending_next;
-    return c;
-  }
-  int64_t length() const override { return kv->length() + pending(); }
-  // Forgets the oldest pending positions (never read again: beyond the window).
-  void drop(int64_t n, int64_t row_floats) {
-    n = std::min(n, pending());
-    if (n <= 0) return;
-    kv->advance(n);
-    pending_next.erase(pending_next.begin(), pending_next.begin() + n);
-    pending_h.erase(pending_h.begin(), pending_h.begin() + n * row_floats);
-  }
-};
 
 class MtpProposer final : public Proposer {
  public:
@@ -64,31 +36,18 @@ class MtpProposer final : public Proposer {
     std::vector<dsv4::MtpInput> inputs;
     std::vector<ProposeItem*> owners;
     for (ProposeItem& it : items) {
-      MtpState* st = state_of(it);
-      const int64_t first = std::max(it.trace_from, it.to - window_);
-      if (first > it.from) {  // positions without rows: older pending ones are out of reach
-        st->drop(st->pending(), row_floats);
-        st->kv->advance(first - it.from);
-      }
-      for (int64_t p = first; p < it.to; ++p) {
-        FLINT_CHECK(p + 1 < static_cast<int64_t>(it.tokens.size()));
-        const float* h = trace->final_streams.data() + (it.trace_row + (p - it.trace_from)) * row_floats;
-        st->pending_h.insert(st->pending_h.end(), h, h + row_floats);
-        st->pending_next.push_back(it.tokens[static_cast<size_t>(p + 1)]);
-      }
-      st->drop(st->pending() - window_, row_floats);
-      if (it.want <= 0 || st->pending() == 0) continue;
-      inputs.push_back({st->kv.get(), st->pending_next, st->pending_h.data(), true});
+      PendingWindowState& st =
+          gather_pending(it, trace->final_streams.data(), row_floats, window_, true, [&] {
+            return draft_->new_state(config_.kv_dtype, config_.speculative.num_tokens);
+          });
+      if (it.want <= 0 || st.pending() == 0) continue;
+      inputs.push_back({st.kv.get(), st.tokens, st.rows.data(), true});
       owners.push_back(&it);
     }
     if (inputs.empty()) return;
     std::vector<float> streams;
     std::vector<float> logits = draft_->forward(inputs, sim, &streams);
-    for (ProposeItem* it : owners) {
-      auto* st = static_cast<MtpState*>(it->state->get());
-      st->pending_h.clear();
-      st->pending_next.clear();
-    }
+    for (ProposeItem* it : owners) static_cast<PendingWindowState*>(it->state->get())->clear_pending();
     // 2. Chained drafts, batched over the sequences that still want more; each feeds the
     // layer's own output streams back as the next position's h.
     const int64_t V = c.vocab_size;
@@ -124,18 +83,6 @@ class MtpProposer final : public Proposer {
   }
 
  private:
-  MtpState* state_of(ProposeItem& it) {
-    auto* st = static_cast<MtpState*>(it.state->get());
-    if (st == nullptr || st->length() != it.from) {
-      auto fresh = std::make_unique<MtpState>();
-      fresh->kv = draft_->new_state(config_.kv_dtype, config_.speculative.num_tokens);
-      fresh->kv->advance(it.from);
-      st = fresh.get();
-      *it.state = std::move(fresh);
-    }
-    return st;
-  }
-
   const dsv4::Model& model_;
   std::unique_ptr<dsv4::MtpDraft> draft_;
   EngineConfig config_;

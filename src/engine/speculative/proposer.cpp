@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "engine/speculative/pending_window.h"
 
 namespace flint::engine {
 
@@ -21,6 +22,23 @@ const char* spec_method_name(SpecMethod m) {
       return "oracle";
   }
   return "?";
+}
+
+std::unique_ptr<DraftState> PendingWindowState::clone() const {
+  auto c = std::make_unique<PendingWindowState>();
+  c->kv = std::make_unique<dsv4::SequenceState>(*kv);
+  c->row_floats = row_floats;
+  c->rows = rows;
+  c->tokens = tokens;
+  return c;
+}
+
+void PendingWindowState::drop(int64_t n) {
+  n = std::min(n, pending());
+  if (n <= 0) return;
+  kv->advance(n);
+  rows.erase(rows.begin(), rows.begin() + n * row_floats);
+  if (!tokens.empty()) tokens.erase(tokens.begin(), tokens.begin() + n);
 }
 
 std::unique_ptr<Proposer> make_proposer(const dsv4::Model& model, const EngineConfig& config) {
