@@ -2,13 +2,13 @@
 """Speculative decoding's speed-up against acceptance rate and draft length, with the oracle.
 
 Runs `flint bench MODEL --oracle-accept A --speculative-config.num_speculative_tokens K --json`
-for every A in --accept and K in --tokens (and, with --adaptive, once more with adaptive
-verification), and writes a markdown table and an SVG plot of the decode speed-up (the
+for every A in --accept and K in --tokens (with or without adaptive verification, or both:
+--adaptive), and writes a markdown table and an SVG plot of the decode speed-up (the
 speculative median over the plain median, from interleaved runs of one invocation).
 
   /usr/bin/python3 scripts/spec_curve.py build/flint MODEL --out docs/spec_curve
       [--batch 1] [--prompt-len 64] [--gen-len 64] [--repeats 3] [--accept 0,0.5,0.8,1]
-      [--tokens 1,3,5,7] [--adaptive] [--threads T]
+      [--tokens 1,3,5,7] [--adaptive no|yes|both] [--threads T]
 
 Writes OUT.md and OUT.svg; prints each row as it is measured (a long run: use nohup).
 Standard library only.
@@ -92,8 +92,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--accept", default="0,0.5,0.7,0.8,0.9,1")
     ap.add_argument("--tokens", default="1,3,5,7")
-    ap.add_argument("--adaptive", action="store_true",
-                    help="also measure every point with adaptive verification")
+    ap.add_argument("--adaptive", choices=["no", "yes", "both"], default="no",
+                    help="measure with adaptive verification, without, or both")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
     accepts = [float(x) for x in args.accept.split(",")]
@@ -102,7 +102,7 @@ def main():
     header = ("| k | adaptive | oracle accept | acceptance | mean accepted | plain tok/s | "
               "speculative tok/s | speed-up | outputs equal |")
     print(header, flush=True)
-    for adaptive in ([False, True] if args.adaptive else [False]):
+    for adaptive in {"no": [False], "yes": [True], "both": [False, True]}[args.adaptive]:
         for k in tokens:
             for a in accepts:
                 j = bench(args, a, k, adaptive)

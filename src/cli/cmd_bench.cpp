@@ -66,8 +66,8 @@ struct BenchFlags {
     p.add_int("--seed", "seed of the random prompts (the same seed gives the same prompts)", &seed);
     p.add_optional_double(
         "--oracle-accept",
-        "speculate with the oracle method: draft each request's continuation from an untimed "
-        "plain greedy run, each draft token right with this probability in [0, 1] (draft "
+        "speculate with the oracle method: draft each request's continuation from the plain "
+        "warm-up run, each draft token right with this probability in [0, 1] (draft "
         "length and adaptive verification from --speculative-config; no method there)",
         &oracle_accept);
     p.add_bool("--json", "print one JSON object on stdout instead of the text report", &json);

@@ -1,6 +1,7 @@
 #include "engine/speculative/adaptive.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace flint::engine {
 
@@ -93,7 +94,11 @@ int64_t AdaptiveVerifier::choose(std::span<Draft* const> drafts, int64_t plain_t
         spec_expected / (cost_.estimate(plain_tokens + best_k) +
                          draft_seconds_per_seq_ * static_cast<double>(decoding));
     if (spec_rate < plain_rate) {
-      pause_left_ = backoff_;
+      // A probe (the step that drafts after a pause) costs the drafting of every decoding
+      // sequence: pause long enough that probes take at most kProbeShare of the time.
+      const double probe = draft_seconds_per_seq_ * static_cast<double>(decoding);
+      const auto budget = static_cast<int64_t>(std::ceil(probe / (kProbeShare * base)));
+      pause_left_ = std::max(backoff_, budget);
       backoff_ = std::min<int64_t>(backoff_ * 2, 64);
     } else {
       backoff_ = 1;

@@ -37,6 +37,8 @@ class StepCost {
 
 class AdaptiveVerifier {
  public:
+  static constexpr double kProbeShare = 0.01;
+
   explicit AdaptiveVerifier(int64_t max_drafts);
 
   StepCost& cost() { return cost_; }
@@ -47,8 +49,9 @@ class AdaptiveVerifier {
   // After verification: `verified` drafts of `d` were checked, `accepted` accepted.
   void observe(const std::vector<float>& confidence, int64_t verified, int64_t accepted);
   void observe_drafting(int64_t sequences, double seconds);
-  // False while drafting is paused because it did not pay (retried with growing back-off,
-  // so a change in acceptance or load is noticed).
+  // False while drafting is paused because it did not pay: retried after 1, 2, 4 .. 64
+  // steps, or after enough steps that the retries cost at most kProbeShare of the time, so
+  // a change in acceptance or load is noticed.
   bool drafting() const { return pause_left_ == 0; }
   void tick();  // once per step
 
