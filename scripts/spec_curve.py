@@ -11,7 +11,8 @@ speculative median over the plain median, from interleaved runs of one invocatio
       [--tokens 1,3,5,7] [--adaptive no|yes|both] [--threads T]
 
 Writes OUT.md and OUT.svg; prints each row as it is measured (a long run: use nohup).
-Standard library only.
+  /usr/bin/python3 scripts/spec_curve.py --from-tables A.md B.md ... --out OUT
+joins earlier tables into one (OUT.md, OUT.svg) without measuring. Standard library only.
 """
 import argparse
 import json
@@ -83,8 +84,11 @@ def svg(rows, accepts, path, title):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("flint")
-    ap.add_argument("model")
+    ap.add_argument("flint", nargs="?")
+    ap.add_argument("model", nargs="?")
+    ap.add_argument("--from-tables", nargs="+", metavar="MD",
+                    help="join the tables of earlier runs instead of measuring")
+    ap.add_argument("--title", default="oracle speed-up", help="the plot's title (--from-tables)")
     ap.add_argument("--out", required=True, help="writes OUT.md and OUT.svg")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--prompt-len", type=int, default=64)
@@ -96,11 +100,18 @@ def main():
                     help="measure with adaptive verification, without, or both")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
+    header = ("| k | adaptive | oracle accept | acceptance | mean accepted | plain tok/s | "
+              "speculative tok/s | speed-up | outputs equal |")
+    if args.from_tables:
+        rows, intro = read_tables(args.from_tables)
+        accepts = sorted({r["accept"] for r in rows})
+        write(args.out, intro, header, rows, accepts, args.title)
+        return 0
+    if not (args.flint and args.model):
+        ap.error("FLINT and MODEL are required unless --from-tables is given")
     accepts = [float(x) for x in args.accept.split(",")]
     tokens = [int(x) for x in args.tokens.split(",")]
     rows = []
-    header = ("| k | adaptive | oracle accept | acceptance | mean accepted | plain tok/s | "
-              "speculative tok/s | speed-up | outputs equal |")
     print(header, flush=True)
     for adaptive in {"no": [False], "yes": [True], "both": [False, True]}[args.adaptive]:
         for k in tokens:
@@ -118,15 +129,38 @@ def main():
                       f"{r['mean']:.2f} | {r['plain']:.2f} | {r['spec']:.2f} | "
                       f"{r['speedup']:.3f} | {r['equal']} |", flush=True)
     title = (f"oracle speed-up, batch {args.batch}, {args.prompt_len}+{args.gen_len} tokens")
-    with open(args.out + ".md", "w") as f:
-        f.write(f"`flint bench` with the oracle proposer: {title}, medians of {args.repeats} "
-                f"interleaved runs per point.\n\n{header}\n|" + "---|" * 9 + "\n")
+    intro = (f"`flint bench` with the oracle proposer: {title}, medians of {args.repeats} "
+             f"interleaved runs per point.")
+    write(args.out, intro, header, rows, accepts, title)
+    return 0
+
+
+def write(out, intro, header, rows, accepts, title):
+    with open(out + ".md", "w") as f:
+        f.write(f"{intro}\n\n{header}\n|" + "---|" * 9 + "\n")
         for r in rows:
             f.write(f"| {r['tokens']} | {'yes' if r['adaptive'] else 'no'} | {r['accept']:g} | "
                     f"{r['acceptance']:.3f} | {r['mean']:.2f} | {r['plain']:.2f} | "
                     f"{r['spec']:.2f} | {r['speedup']:.3f} | {r['equal']} |\n")
-    svg(rows, accepts, args.out + ".svg", title)
-    return 0
+    svg(rows, accepts, out + ".svg", title)
+
+
+def read_tables(paths):
+    """The rows (and the first file's first line) of tables this script wrote."""
+    rows, intro = [], ""
+    for path in paths:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        intro = intro or lines[0]
+        for line in lines:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 9 or not cells[0].isdigit():
+                continue
+            rows.append(dict(tokens=int(cells[0]), adaptive=cells[1] == "yes",
+                             accept=float(cells[2]), acceptance=float(cells[3]),
+                             mean=float(cells[4]), plain=float(cells[5]), spec=float(cells[6]),
+                             speedup=float(cells[7]), equal=cells[8]))
+    return rows, intro
 
 
 if __name__ == "__main__":
