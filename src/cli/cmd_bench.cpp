@@ -249,8 +249,7 @@ void measure(std::span<Arm> arms, const std::vector<Tokens>& prompts, const Benc
   for (int64_t k = 0; k < f.repeats; ++k) {
     for (size_t i = 0; i < arms.size(); ++i) {
       Arm& a = arms[i];
-      a.m.runs.push_back(
-          run_once(*a.core, prompts, a.oracle, f.gen_len, fmt::format("run-{}", k)));
+      a.m.runs.push_back(run_once(*a.core, prompts, a.oracle, f.gen_len, fmt::format("run-{}", k)));
       add_stats(a.m.stats, a.m.runs.back().stats);
       spdlog::debug("bench run {} of arm {}: prefill {:.2f} tokens/s, decode {:.2f} tokens/s",
                     k + 1, i, a.m.runs.back().prefill_tokens_per_second(),
@@ -424,10 +423,14 @@ int run_bench(std::span<const std::string> args) {
       j["runs"] = std::move(runs);
       return j;
     };
-    nlohmann::json j{
-        {"model", model_dir},       {"batch", bench.batch},     {"prompt_len", bench.prompt_len},
-        {"gen_len", bench.gen_len}, {"repeats", bench.repeats}, {"seed", bench.seed},
-        {"threads", threads},       {"plain", measurement_json(plain, plain_figures)}};
+    nlohmann::json j{{"model", model_dir},
+                     {"batch", bench.batch},
+                     {"prompt_len", bench.prompt_len},
+                     {"gen_len", bench.gen_len},
+                     {"repeats", bench.repeats},
+                     {"seed", bench.seed},
+                     {"threads", threads},
+                     {"plain", measurement_json(plain, plain_figures)}};
     if (spec) {
       j["speculative"] = measurement_json(*spec, spec_figures);
       j["speculative"]["config"] = speculation_json(ec.speculative, spec->stats, bench.repeats);

@@ -14,16 +14,18 @@ double StepCost::estimate(int64_t tokens) const {
   if (avg_.empty()) return 0;
   auto hi = avg_.lower_bound(tokens);
   if (hi != avg_.end() && hi->first == tokens) return hi->second;
-  if (hi == avg_.begin()) return hi->second * static_cast<double>(tokens) / static_cast<double>(hi->first);
+  if (hi == avg_.begin())
+    return hi->second * static_cast<double>(tokens) / static_cast<double>(hi->first);
   auto lo = std::prev(hi);
   if (hi == avg_.end()) {  // beyond what was seen: extend the last slope (never below flat)
     if (lo == avg_.begin()) return lo->second;
     auto before = std::prev(lo);
-    const double slope = std::max(0.0, (lo->second - before->second) /
-                                           static_cast<double>(lo->first - before->first));
+    const double slope = std::max(
+        0.0, (lo->second - before->second) / static_cast<double>(lo->first - before->first));
     return lo->second + slope * static_cast<double>(tokens - lo->first);
   }
-  const double f = static_cast<double>(tokens - lo->first) / static_cast<double>(hi->first - lo->first);
+  const double f =
+      static_cast<double>(tokens - lo->first) / static_cast<double>(hi->first - lo->first);
   return lo->second + f * (hi->second - lo->second);
 }
 

@@ -2,10 +2,10 @@
 // The committed positions' target features (the stream means of dspark_target_layer_ids,
 // from each step's trace) become context rows in every stage's window when a draft is
 // wanted (pending_window.h: |target layers| x H floats wait per position meanwhile), in
-// one batched pass. A sequence that wants drafts then gets one
-// non-causal block pass from its anchor, all sequences batched, and the Markov head picks
-// the drafts left to right, the confidence head giving each its survival estimate. Block
-// rows never enter the state, so a rejection leaves nothing to roll back.
+// one batched pass. A sequence that wants drafts then gets one non-causal block pass from
+// its anchor, all sequences batched, and the Markov head picks the drafts left to right,
+// the confidence head giving each its survival estimate. Block rows never enter the state,
+// so a rejection leaves nothing to roll back.
 #include <algorithm>
 
 #include "base/check.h"
@@ -35,8 +35,8 @@ class DSparkProposer final : public Proposer {
 
   void propose(std::span<ProposeItem> items, const dsv4::ForwardTrace* trace) override {
     const dsv4::Config& c = model_.config();
-    const int64_t feat = static_cast<int64_t>(draft_->config().target_layer_ids.size()) *
-                         c.hidden_size;
+    const int64_t feat =
+        static_cast<int64_t>(draft_->config().target_layer_ids.size()) * c.hidden_size;
     const auto sim = config_.quant_simulation;
     std::vector<dsv4::DSparkContextInput> context;
     for (ProposeItem& it : items) {

@@ -36,10 +36,9 @@ class MtpProposer final : public Proposer {
     std::vector<dsv4::MtpInput> inputs;
     std::vector<ProposeItem*> owners;
     for (ProposeItem& it : items) {
-      PendingWindowState& st =
-          gather_pending(it, trace->final_streams.data(), row_floats, window_, true, [&] {
-            return draft_->new_state(config_.kv_dtype, config_.speculative.num_tokens);
-          });
+      PendingWindowState& st = gather_pending(
+          it, trace->final_streams.data(), row_floats, window_, true,
+          [&] { return draft_->new_state(config_.kv_dtype, config_.speculative.num_tokens); });
       if (it.want <= 0 || st.pending() == 0) continue;
       inputs.push_back({st.kv.get(), st.tokens, st.rows.data(), true});
       owners.push_back(&it);
@@ -47,7 +46,8 @@ class MtpProposer final : public Proposer {
     if (inputs.empty()) return;
     std::vector<float> streams;
     std::vector<float> logits = draft_->forward(inputs, sim, &streams);
-    for (ProposeItem* it : owners) static_cast<PendingWindowState*>(it->state->get())->clear_pending();
+    for (ProposeItem* it : owners)
+      static_cast<PendingWindowState*>(it->state->get())->clear_pending();
     // 2. Chained drafts, batched over the sequences that still want more; each feeds the
     // layer's own output streams back as the next position's h.
     const int64_t V = c.vocab_size;

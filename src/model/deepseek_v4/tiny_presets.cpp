@@ -100,7 +100,9 @@ Config bench_dspark() {
 
 }  // namespace
 
-std::vector<std::string> tiny_preset_names() { return {"tiny", "tiny-dspark", "bench", "bench-dspark"}; }
+std::vector<std::string> tiny_preset_names() {
+  return {"tiny", "tiny-dspark", "bench", "bench-dspark"};
+}
 
 Config tiny_preset(std::string_view name) {
   if (name == "tiny") return tiny();
