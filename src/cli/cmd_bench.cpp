@@ -18,9 +18,10 @@
 // with probability A; drafting costs nothing, so the runs measure what verification gains at
 // that acceptance (scripts/spec_curve.py draws the curve).
 //
-// The report is a list of Figures computed from the runs (throughput_figures); figures of
-// other kinds (memory bandwidth, FLOP/s from the model's shapes) are further functions
-// returning Figures, and both the text and the JSON output list them without change.
+// The report is a list of Figures computed from the runs: throughput, and for plain
+// decoding the weights streamed per second against this machine's measured memory read
+// bandwidth (the roofline of decoding: dsv4::decode_weight_bytes, measure_read_bandwidth);
+// the text and the JSON output list them without change.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -32,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "base/memory_bandwidth.h"
 #include "base/rng.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
@@ -42,6 +44,7 @@
 #include "engine/engine_core.h"
 #include "formats/checkpoint.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/weight_traffic.h"
 
 namespace flint::cli {
 namespace {
@@ -288,6 +291,24 @@ std::vector<Figure> throughput_figures(const Measurement& m) {
                         &RunResult::decode_tokens_per_second)};
 }
 
+// Plain decoding against the memory roofline, per run: weights streamed per second (the
+// step's expected weight bytes times steps per second) and that as a share of the measured
+// read bandwidth.
+std::vector<Figure> roofline_figures(const Measurement& m, double step_bytes, int64_t batch,
+                                     double bandwidth) {
+  Figure rate{"weight_gb_per_second", "weights", "GB/s read", 0, {}};
+  Figure share{"roofline_percent", "roofline", "% of the measured read bandwidth", 0, {}};
+  for (const RunResult& r : m.runs) {
+    const double bytes_per_second =
+        step_bytes * r.decode_tokens_per_second() / static_cast<double>(batch);
+    rate.per_run.push_back(bytes_per_second / 1e9);
+    share.per_run.push_back(100.0 * bytes_per_second / bandwidth);
+  }
+  rate.value = median(rate.per_run);
+  share.value = median(share.per_run);
+  return {rate, share};
+}
+
 nlohmann::json speculation_json(const engine::SpeculativeConfig& sc, const engine::EngineStats& s,
                                 int64_t runs) {
   const auto ratio = [](int64_t a, int64_t b) {
@@ -387,7 +408,13 @@ int run_bench(std::span<const std::string> args) {
   measure(arms, prompts, bench);
   const Measurement& plain = arms.front().m;
   const Measurement* spec = arms.size() > 1 ? &arms.back().m : nullptr;
-  const std::vector<Figure> plain_figures = throughput_figures(plain);
+  // The roofline: what a decode step must read, against what this machine can read with the
+  // same threads (measured after the runs, so it does not disturb them).
+  const double step_bytes = dsv4::decode_weight_bytes(model->weights(), config, bench.batch);
+  const double bandwidth = measure_read_bandwidth();
+  std::vector<Figure> plain_figures = throughput_figures(plain);
+  for (Figure& f : roofline_figures(plain, step_bytes, bench.batch, bandwidth))
+    plain_figures.push_back(std::move(f));
   std::vector<Figure> spec_figures;
   int64_t same = 0;  // speculative outputs equal to the plain ones, in every timed run
   double speedup = 0;
@@ -430,7 +457,9 @@ int run_bench(std::span<const std::string> args) {
                      {"repeats", bench.repeats},
                      {"seed", bench.seed},
                      {"threads", threads},
-                     {"plain", measurement_json(plain, plain_figures)}};
+                     {"plain", measurement_json(plain, plain_figures)},
+                     {"decode_weight_bytes_per_step", step_bytes},
+                     {"memory_read_bandwidth_gb_per_second", bandwidth / 1e9}};
     if (spec) {
       j["speculative"] = measurement_json(*spec, spec_figures);
       j["speculative"]["config"] = speculation_json(ec.speculative, spec->stats, bench.repeats);
@@ -453,6 +482,10 @@ int run_bench(std::span<const std::string> args) {
                  f.per_run.size(), values);
     }
   };
+  fmt::print(
+      "weights read per decode step (expected, {} sequence(s)): {:.1f} MB; memory read "
+      "bandwidth measured with {} thread(s): {:.2f} GB/s\n",
+      bench.batch, step_bytes / 1e6, threads, bandwidth / 1e9);
   print_figures("plain decoding", plain_figures);
   if (spec) {
     print_figures(describe_config(ec.speculative), spec_figures);
