@@ -107,9 +107,13 @@ void EngineCore::choose_drafts() {
 void EngineCore::profile_steps() {
   // Forward time at the token counts a decode step with drafts has (one sequence of t
   // tokens: the weights are read once per step either way), medians of three; real steps
-  // refine the table as they run.
+  // refine the table as they run. The tokens differ, as a draft's do: on MoE layers each
+  // brings its own experts (a repeated token would read one set and look cheap).
   const int64_t max_t = 2 * (config_.speculative.num_tokens + 1);
-  std::vector<int32_t> tokens(static_cast<size_t>(max_t), 0);
+  std::vector<int32_t> tokens(static_cast<size_t>(max_t));
+  const int64_t vocab = model_.config().vocab_size;
+  for (int64_t i = 0; i < max_t; ++i)
+    tokens[static_cast<size_t>(i)] = static_cast<int32_t>((1 + i * 7919) % vocab);
   dsv4::SequenceState st = model_.new_sequence(config_.kv_dtype);
   std::vector<int32_t> warm(64, 0);
   dsv4::ForwardRequest pre{&st, warm, false, nullptr};
