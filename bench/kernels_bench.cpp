@@ -1,7 +1,8 @@
-// Kernel micro-benchmarks: matmul in each weight format at decode (n = 1) and small-batch
-// (n = 4, 16) shapes, against the memory read rate this machine reaches. The bytes/s
-// counter is the weight's bytes (data plus scales) per call: decode streams every weight
-// once, so a kernel that reads at the memory rate is at the roofline.
+// Kernel micro-benchmarks, each against the roofline this machine measures:
+//  - BM_MatmulDecode: matmul in each weight format at decode shapes (n = 1, 4) on weights
+//    beyond the caches; bytes/s counts the weight's bytes (data plus scales) per call, so a
+//    kernel that reads at BM_MemoryRead's rate is at the memory roofline;
+//  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops.
 //   build/bench/flint_kernels_bench [--benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
 
@@ -10,48 +11,56 @@
 #include <vector>
 
 #include "base/memory_bandwidth.h"
-#include "base/rng.h"
-#include "formats/bf16.h"
-#include "formats/fp8.h"
 #include "kernels/matmul.h"
+#include "kernels/peak_flops.h"
 
 namespace flint {
 namespace {
 
-// A random weight [rows, cols] in `format`, owning its bytes (values as the checkpoints
-// hold them: normal values, E8M0 scales near 1).
+// A random weight [rows, cols] in `format`, owning its bytes: normal values (bf16 exponents
+// near 1, no FP8 NaN codes), E8M0 scales near 1. Bytes come from a xorshift generator: a
+// 256 MiB weight must not take seconds to make.
 struct OwnedWeight {
   std::vector<uint8_t> data, scale;
   WeightMatrix w;
 };
 
 OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols) {
-  Rng rng(7);
   OwnedWeight o;
   o.w.format = format;
   o.w.rows = rows;
   o.w.cols = cols;
   const auto n = static_cast<size_t>(rows * cols);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
   switch (format) {
     case WeightFormat::kF32:
       o.data.resize(n * 4);
       for (size_t i = 0; i < n; ++i)
-        reinterpret_cast<float*>(o.data.data())[i] = static_cast<float>(rng.normal());
+        reinterpret_cast<float*>(o.data.data())[i] = static_cast<float>(next() % 2001) / 1000 - 1;
       break;
     case WeightFormat::kBF16:
       o.data.resize(n * 2);
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = 0; i < n; ++i)  // sign, exponent 2^-4 .. 2^3, random mantissa
         reinterpret_cast<uint16_t*>(o.data.data())[i] =
-            float_to_bf16(static_cast<float>(rng.normal()));
+            static_cast<uint16_t>((next() & 0x807F) | ((123 + next() % 8) << 7));
       break;
     case WeightFormat::kFp8Block128:
       o.data.resize(n);
-      for (auto& b : o.data) b = float_to_fp8_e4m3(static_cast<float>(rng.normal() * 100));
+      for (auto& b : o.data) {
+        b = static_cast<uint8_t>(next());
+        if ((b & 0x7F) == 0x7F) b ^= 1;  // no NaN codes
+      }
       o.scale.resize(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)), 120);
       break;
     case WeightFormat::kFp4Mx32:
       o.data.resize(n / 2);
-      for (auto& b : o.data) b = static_cast<uint8_t>(rng.below(256));
+      for (auto& b : o.data) b = static_cast<uint8_t>(next());
       o.scale.resize(n / 32, 124);
       break;
   }
@@ -60,9 +69,12 @@ OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols) {
   return o;
 }
 
-// 4096 x 4096: 8-64 MB per format, beyond the caches, as every model weight is.
-void BM_Matmul(benchmark::State& state, WeightFormat format) {
-  const int64_t rows = 4096, cols = 4096, n = state.range(0);
+// Decode shapes: 4096 columns and as many rows as make 256 MiB of weight bytes, far beyond
+// the caches as a model's weights are (a 4096 x 4096 FP4 weight, 9 MB, would sit in L3).
+void BM_MatmulDecode(benchmark::State& state, WeightFormat format) {
+  const int64_t cols = 4096, n = state.range(0);
+  const WeightMatrix probe{format, 128, cols, nullptr, nullptr, DType::F8_E8M0};
+  const int64_t rows = static_cast<int64_t>((uint64_t{256} << 20) / (probe.nbytes() / 128));
   const OwnedWeight o = make_weight(format, rows, cols);
   std::vector<float> x(static_cast<size_t>(n * cols), 0.5f), y(static_cast<size_t>(n * rows));
   for (auto _ : state) {
@@ -72,17 +84,48 @@ void BM_Matmul(benchmark::State& state, WeightFormat format) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(o.w.nbytes()));
   state.counters["weight_MB"] = static_cast<double>(o.w.nbytes()) / 1e6;
 }
-BENCHMARK_CAPTURE(BM_Matmul, bf16, WeightFormat::kBF16)->Arg(1)->Arg(4)->Arg(16)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Matmul, fp8_block128, WeightFormat::kFp8Block128)
+BENCHMARK_CAPTURE(BM_MatmulDecode, bf16, WeightFormat::kBF16)->Arg(1)->Arg(4)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulDecode, fp8_block128, WeightFormat::kFp8Block128)
     ->Arg(1)
     ->Arg(4)
-    ->Arg(16)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Matmul, fp4_mx32, WeightFormat::kFp4Mx32)
-    ->Arg(1)
-    ->Arg(4)
+BENCHMARK_CAPTURE(BM_MatmulDecode, fp4_mx32, WeightFormat::kFp4Mx32)->Arg(1)->Arg(4)->UseRealTime();
+
+// Prefill shapes: a 4096 x 4096 weight times n inputs; the FLOP/s counter (2 per multiply-
+// add) against BM_PeakFlops.
+void BM_MatmulPrefill(benchmark::State& state, WeightFormat format) {
+  const int64_t rows = 4096, cols = 4096, n = state.range(0);
+  const OwnedWeight o = make_weight(format, rows, cols);
+  std::vector<float> x(static_cast<size_t>(n * cols), 0.5f), y(static_cast<size_t>(n * rows));
+  for (auto _ : state) {
+    kernels::matmul(o.w, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(rows * cols * n) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_MatmulPrefill, bf16, WeightFormat::kBF16)->Arg(16)->Arg(128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulPrefill, fp8_block128, WeightFormat::kFp8Block128)
     ->Arg(16)
+    ->Arg(128)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_MatmulPrefill, fp4_mx32, WeightFormat::kFp4Mx32)
+    ->Arg(16)
+    ->Arg(128)
+    ->UseRealTime();
+
+void BM_PeakFlops(benchmark::State& state) {
+  kernels::PeakFlops best;
+  for (auto _ : state) {
+    const kernels::PeakFlops p = kernels::measure_peak_flops();
+    best.f32_fma = std::max(best.f32_fma, p.f32_fma);
+    best.bf16_dot = std::max(best.bf16_dot, p.bf16_dot);
+  }
+  state.counters["f32_fma_GFLOP_per_s"] = best.f32_fma / 1e9;
+  state.counters["bf16_dot_GFLOP_per_s"] = best.bf16_dot / 1e9;
+}
+BENCHMARK(BM_PeakFlops)->UseRealTime()->Iterations(3);
 
 // The roofline: measure_read_bandwidth (the best of 3 reads of 256 MiB by every thread of
 // the pool; the time includes allocating and first touching it, the counter does not).

@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 namespace flint {
@@ -18,7 +19,8 @@ ThreadPool::ThreadPool(std::size_t threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
@@ -26,34 +28,43 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run_chunks() {
   while (true) {
-    std::size_t begin;
-    {
-      std::lock_guard lock(mutex_);
-      if (next_ >= n_) return;
-      begin = next_;
-      next_ += chunk_;
-    }
+    const std::size_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (begin >= n_) return;
     (*body_)(begin, std::min(n_, begin + chunk_));
   }
 }
 
+namespace {
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
 void ThreadPool::worker_loop() {
   tls_inside_pool = true;
+  // Generation 0 is the pool's start: a job may be posted before this thread runs.
   std::size_t seen = 0;
   while (true) {
-    {
+    // Spin first: the next call of a forward pass usually comes within microseconds.
+    const auto spin_until =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    std::size_t current = generation_.load(std::memory_order_acquire);
+    for (int i = 0; current == seen; ++i) {
+      cpu_relax();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_until) break;
+      current = generation_.load(std::memory_order_acquire);
+    }
+    if (current == seen) {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      ++busy_;
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      current = generation_.load(std::memory_order_acquire);
     }
+    seen = current;
+    if (stop_.load()) return;
     run_chunks();
-    {
-      std::lock_guard lock(mutex_);
-      --busy_;
-    }
-    done_.notify_all();
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -65,22 +76,29 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
     body(0, n);
     return;
   }
-  // About four chunks per thread balances uneven work without much locking.
-  std::size_t chunk = std::max(grain, (n + size() * 4 - 1) / (size() * 4));
+  // About four chunks per thread balances uneven work with few atomic operations.
+  body_ = &body;
+  n_ = n;
+  chunk_ = std::max(grain, (n + size() * 4 - 1) / (size() * 4));
+  next_.store(0, std::memory_order_relaxed);
+  pending_.store(workers_.size(), std::memory_order_relaxed);
   {
-    std::lock_guard lock(mutex_);
-    body_ = &body;
-    n_ = n;
-    chunk_ = chunk;
-    next_ = 0;
-    ++generation_;
+    std::lock_guard lock(mutex_);  // a worker about to sleep sees the bump or the notify
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   tls_inside_pool = true;
   run_chunks();
   tls_inside_pool = false;
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return busy_ == 0 && next_ >= n_; });
+  // Every worker takes part in every job (it may find no chunk left), so the job's state
+  // can be reused as soon as pending_ reaches zero.
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < (1 << 16)) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   body_ = nullptr;
 }
 

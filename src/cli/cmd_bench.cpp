@@ -43,6 +43,8 @@
 #include "cli/run_flags.h"
 #include "engine/engine_core.h"
 #include "formats/checkpoint.h"
+#include "kernels/matmul.h"
+#include "kernels/peak_flops.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/weight_traffic.h"
 
@@ -309,6 +311,22 @@ std::vector<Figure> roofline_figures(const Measurement& m, double step_bytes, in
   return {rate, share};
 }
 
+// Prefill against the arithmetic roofline, per run: the weight products' FLOP/s and that as
+// a share of the measured float32 multiply-add peak (what the kernels use).
+std::vector<Figure> compute_figures(const Measurement& m, double flops_per_token,
+                                    double peak_flops) {
+  Figure rate{"prefill_gflops", "prefill", "GFLOP/s in weight products", 0, {}};
+  Figure share{"prefill_peak_percent", "peak", "% of the measured f32 FMA peak", 0, {}};
+  for (const RunResult& r : m.runs) {
+    const double flops = flops_per_token * r.prefill_tokens_per_second();
+    rate.per_run.push_back(flops / 1e9);
+    share.per_run.push_back(100.0 * flops / peak_flops);
+  }
+  rate.value = median(rate.per_run);
+  share.value = median(share.per_run);
+  return {rate, share};
+}
+
 nlohmann::json speculation_json(const engine::SpeculativeConfig& sc, const engine::EngineStats& s,
                                 int64_t runs) {
   const auto ratio = [](int64_t a, int64_t b) {
@@ -412,8 +430,12 @@ int run_bench(std::span<const std::string> args) {
   // same threads (measured after the runs, so it does not disturb them).
   const double step_bytes = dsv4::decode_weight_bytes(model->weights(), config, bench.batch);
   const double bandwidth = measure_read_bandwidth();
+  const double flops_per_token = dsv4::prefill_matmul_flops_per_token(model->weights(), config);
+  const kernels::PeakFlops peak = kernels::measure_peak_flops();
   std::vector<Figure> plain_figures = throughput_figures(plain);
   for (Figure& f : roofline_figures(plain, step_bytes, bench.batch, bandwidth))
+    plain_figures.push_back(std::move(f));
+  for (Figure& f : compute_figures(plain, flops_per_token, peak.f32_fma))
     plain_figures.push_back(std::move(f));
   std::vector<Figure> spec_figures;
   int64_t same = 0;  // speculative outputs equal to the plain ones, in every timed run
@@ -459,7 +481,11 @@ int run_bench(std::span<const std::string> args) {
                      {"threads", threads},
                      {"plain", measurement_json(plain, plain_figures)},
                      {"decode_weight_bytes_per_step", step_bytes},
-                     {"memory_read_bandwidth_gb_per_second", bandwidth / 1e9}};
+                     {"memory_read_bandwidth_gb_per_second", bandwidth / 1e9},
+                     {"prefill_flops_per_token", flops_per_token},
+                     {"peak_f32_fma_gflops", peak.f32_fma / 1e9},
+                     {"peak_bf16_dot_gflops", peak.bf16_dot / 1e9},
+                     {"matmul_kernels", kernels::matmul_isa()}};
     if (spec) {
       j["speculative"] = measurement_json(*spec, spec_figures);
       j["speculative"]["config"] = speculation_json(ec.speculative, spec->stats, bench.repeats);
@@ -486,6 +512,11 @@ int run_bench(std::span<const std::string> args) {
       "weights read per decode step (expected, {} sequence(s)): {:.1f} MB; memory read "
       "bandwidth measured with {} thread(s): {:.2f} GB/s\n",
       bench.batch, step_bytes / 1e6, threads, bandwidth / 1e9);
+  fmt::print(
+      "weight products per prompt token: {:.3f} GFLOP; peak measured with {} thread(s): f32 FMA "
+      "{:.1f} GFLOP/s, bf16 dot {:.1f} GFLOP/s; matmul kernels: {}\n",
+      flops_per_token / 1e9, threads, peak.f32_fma / 1e9, peak.bf16_dot / 1e9,
+      kernels::matmul_isa());
   print_figures("plain decoding", plain_figures);
   if (spec) {
     print_figures(describe_config(ec.speculative), spec_figures);

@@ -3,24 +3,24 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/check.h"
 #include "base/thread_pool.h"
-#include "formats/bf16.h"
+#include "kernels/matmul_isa.h"
 
 namespace flint::kernels {
 
 namespace {
 
-// Dot product of a row (elements widened by `load`) with float32 x. 16 independent partial
-// sums let the compiler keep them in vector registers without reassociating float additions;
-// the final reduction order is fixed, so results do not depend on how callers split work.
-template <typename T, typename Load>
-float dot_impl(const T* w, const float* x, int64_t n, Load load) {
+// Dot product of a row with float32 x. 16 independent partial sums let the compiler keep
+// them in vector registers without reassociating float additions; the final reduction
+// order is fixed, so results do not depend on how callers split work.
+float dot_impl(const float* w, const float* x, int64_t n) {
   float acc[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += load(w[i + j]) * x[i + j];
+    for (int j = 0; j < 16; ++j) acc[j] += w[i + j] * x[i + j];
   }
-  for (; i < n; ++i) acc[i & 15] += load(w[i]) * x[i];
+  for (; i < n; ++i) acc[i & 15] += w[i] * x[i];
   float s0 = 0.f, s1 = 0.f;
   for (int j = 0; j < 16; j += 2) {
     s0 += acc[j];
@@ -29,53 +29,123 @@ float dot_impl(const T* w, const float* x, int64_t n, Load load) {
   return s0 + s1;
 }
 
-// A BF16 row widened on the fly (no row buffer): the decode path of the head and of every
-// BF16 projection. Same sums in the same order as dot() on the dequantised row.
-float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
-  return dot_impl(w, x, n, [](uint16_t v) { return bf16_to_float(v); });
+// The reference variant: rows dequantised to float32 by the format's own definition
+// (WeightMatrix::dequantize_rows), then dot products.
+void scalar_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+                 float* y) {
+  constexpr int64_t kRows = 32;
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(kRows * w.cols));
+  for (int64_t b = r0; b < r1; b += kRows) {
+    const int64_t e = std::min(r1, b + kRows);
+    w.dequantize_rows(b, e, buf.data());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t r = b; r < e; ++r)
+        y[i * w.rows + r] = dot_impl(buf.data() + (r - b) * w.cols, x + i * w.cols, w.cols);
+    }
+  }
+}
+
+int64_t no_scratch(const WeightMatrix&, int64_t) { return 0; }
+const float* same_x(const WeightMatrix&, const float* x, int64_t, float*) { return x; }
+
+const detail::MatmulIsa* best_isa() {
+  if (const auto* isa = detail::matmul_isa_avx512()) return isa;
+  if (const auto* isa = detail::matmul_isa_avx2()) return isa;
+  return &detail::matmul_isa_scalar();
+}
+
+const detail::MatmulIsa*& active_isa() {
+  static const detail::MatmulIsa* isa = best_isa();
+  return isa;
+}
+
+// Rows per unit of work: whole 16-row tiles, and enough weight bytes (>= 64 KB) that the
+// pool's per-chunk cost stays small next to the streaming.
+int64_t rows_per_unit(const WeightMatrix& w) {
+  const uint64_t row_bytes = std::max<uint64_t>(1, w.nbytes() / static_cast<uint64_t>(w.rows));
+  const int64_t rows = static_cast<int64_t>((64u << 10) / row_bytes);
+  return std::max<int64_t>(16, (rows + 15) / 16 * 16);
 }
 
 }  // namespace
 
-float dot(const float* a, const float* b, int64_t n) {
-  return dot_impl(a, b, n, [](float v) { return v; });
+namespace detail {
+const MatmulIsa& matmul_isa_scalar() {
+  static const MatmulIsa isa{"scalar", &no_scratch, &same_x, &scalar_rows};
+  return isa;
+}
+}  // namespace detail
+
+float dot(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
+
+void matmul_many(std::span<const MatmulTask> tasks) {
+  const detail::MatmulIsa& isa = *active_isa();
+  struct Unit {
+    int32_t task;
+    int64_t r0, r1;
+  };
+  thread_local std::vector<Unit> units;
+  thread_local std::vector<float> scratch;
+  thread_local std::vector<const float*> xs;
+  units.clear();
+  xs.assign(tasks.size(), nullptr);
+  size_t scratch_size = 0;
+  for (const MatmulTask& t : tasks)
+    scratch_size += static_cast<size_t>(isa.scratch_floats(*t.w, t.n));
+  if (scratch.size() < scratch_size) scratch.resize(scratch_size);
+  size_t offset = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const MatmulTask& t = tasks[i];
+    FLINT_CHECK(t.w != nullptr && t.n >= 0);
+    if (t.n == 0 || t.w->rows == 0) continue;
+    xs[i] = isa.prepare_x(*t.w, t.x, t.n, scratch.data() + offset);
+    offset += static_cast<size_t>(isa.scratch_floats(*t.w, t.n));
+    const int64_t step = rows_per_unit(*t.w);
+    for (int64_t r = 0; r < t.w->rows; r += step)
+      units.push_back({static_cast<int32_t>(i), r, std::min(t.w->rows, r + step)});
+  }
+  if (units.empty()) return;
+  const std::vector<Unit>& todo = units;  // the pool's threads read the caller's copy
+  const std::vector<const float*>& prepared = xs;
+  parallel_for(todo.size(), 1, [&](size_t u0, size_t u1) {
+    for (size_t u = u0; u < u1; ++u) {
+      const Unit& unit = todo[u];
+      const MatmulTask& t = tasks[static_cast<size_t>(unit.task)];
+      isa.rows(*t.w, prepared[static_cast<size_t>(unit.task)], t.n, unit.r0, unit.r1, t.y);
+    }
+  });
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n <= 0 || w.rows == 0) return;
-  const int64_t cols = w.cols;
-  if (w.format == WeightFormat::kF32 || (w.format == WeightFormat::kBF16 && n <= 4)) {
-    // Formats that need no dequantisation: multiply straight from the weight.
-    parallel_for(static_cast<size_t>(w.rows), 64, [&](size_t r0, size_t r1) {
-      for (size_t r = r0; r < r1; ++r) {
-        for (int64_t i = 0; i < n; ++i) {
-          float v = w.format == WeightFormat::kF32
-                        ? dot(reinterpret_cast<const float*>(w.data) + r * cols, x + i * cols, cols)
-                        : dot_bf16(reinterpret_cast<const uint16_t*>(w.data) + r * cols,
-                                   x + i * cols, cols);
-          y[i * w.rows + static_cast<int64_t>(r)] = v;
-        }
-      }
-    });
-    return;
-  }
-  // Rows per task: a multiple of 128 keeps FP8 blocks whole; small enough to balance threads.
-  constexpr int64_t kRowsPerTask = 32;
-  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
-  parallel_for(static_cast<size_t>(tasks), 1, [&](size_t t_begin, size_t t_end) {
-    thread_local std::vector<float> rows_buf;
-    rows_buf.resize(static_cast<size_t>(kRowsPerTask * cols));
-    for (size_t t = t_begin; t < t_end; ++t) {
-      int64_t r0 = static_cast<int64_t>(t) * kRowsPerTask;
-      int64_t r1 = std::min(w.rows, r0 + kRowsPerTask);
-      w.dequantize_rows(r0, r1, rows_buf.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xi = x + i * cols;
-        float* yi = y + i * w.rows;
-        for (int64_t r = r0; r < r1; ++r) yi[r] = dot(rows_buf.data() + (r - r0) * cols, xi, cols);
-      }
-    }
-  });
+  const MatmulTask task{&w, x, n, y};
+  matmul_many({&task, 1});
 }
+
+std::vector<std::string_view> matmul_isas() {
+  std::vector<std::string_view> names;
+  if (detail::matmul_isa_avx512()) names.push_back(detail::matmul_isa_avx512()->name);
+  if (detail::matmul_isa_avx2()) names.push_back(detail::matmul_isa_avx2()->name);
+  names.push_back(detail::matmul_isa_scalar().name);
+  return names;
+}
+
+bool set_matmul_isa(std::string_view name) {
+  if (name.empty()) {
+    active_isa() = best_isa();
+    return true;
+  }
+  for (const detail::MatmulIsa* isa :
+       {detail::matmul_isa_avx512(), detail::matmul_isa_avx2(), &detail::matmul_isa_scalar()}) {
+    if (isa != nullptr && name == isa->name) {
+      active_isa() = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view matmul_isa() { return active_isa()->name; }
 
 }  // namespace flint::kernels

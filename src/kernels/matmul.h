@@ -1,19 +1,45 @@
-// y = x . W^T for a weight in any storage format (formats/weight.h).
+// y = x . W^T for a weight in any storage format (formats/weight.h), read in place.
 //
 // Shapes: x [n, w.cols] row-major, y [n, w.rows] row-major. Work is split over the thread
-// pool by blocks of weight rows; each block is dequantised to float32 once and multiplied
-// with all n inputs, so a weight is read from memory once per call whatever n is.
-// Accumulation is float32 in a fixed order per output (results do not depend on the
-// thread count).
+// pool by blocks of weight rows. The weight is decoded to float32 exactly (FP8 and FP4
+// codes times their power-of-two or float32 scales) in SIMD registers and multiplied in
+// float32 with fused multiply-adds; each weight is read from memory once per call whatever
+// n is (decode: in registers against all n <= 4 inputs; prefill: 16 x 512 tiles decoded to
+// an L1 buffer and reused by every input).
+//
+// Results are deterministic: they depend neither on the thread count nor on n (a row of x
+// gives the same bits alone or in a batch). Variants (matmul_isa.h): avx512, avx2, and the
+// scalar reference; the best one the CPU has is used unless set_matmul_isa picks another.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
 
 #include "formats/weight.h"
 
 namespace flint::kernels {
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
+
+// Several independent products in one parallel region: the experts of a MoE layer are many
+// small weights whose separate calls would each pay a thread wake-up and leave threads idle
+// at the end of every small product.
+struct MatmulTask {
+  const WeightMatrix* w = nullptr;
+  const float* x = nullptr;  // [n, w->cols]
+  int64_t n = 0;
+  float* y = nullptr;  // [n, w->rows]
+};
+void matmul_many(std::span<const MatmulTask> tasks);
+
+// The variants this build and CPU can run, best first ("avx512", "avx2", "scalar").
+std::vector<std::string_view> matmul_isas();
+// Picks a variant by name ("" = the best); false if unavailable. Not thread-safe with
+// running matmuls: for tests, benchmarks and start-up.
+bool set_matmul_isa(std::string_view name);
+std::string_view matmul_isa();
 
 // Dot product of two float32 vectors of length n (several accumulators, fixed order).
 float dot(const float* a, const float* b, int64_t n);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "formats/weight.h"
 
@@ -26,5 +27,17 @@ struct Linear {
   // y[n, out] = round?(x)[n, in] . W^T. `x` is not modified (rounding works on a copy).
   void forward(const float* x, int64_t n, float* y, QuantSimulation sim) const;
 };
+
+// One product of forward_many.
+struct LinearCall {
+  const Linear* linear = nullptr;
+  const float* x = nullptr;  // [n, in]
+  int64_t n = 0;
+  float* y = nullptr;  // [n, out]
+};
+
+// Independent products in one parallel region (the experts of a MoE layer: many small
+// weights). Consecutive calls with the same x and n round it once.
+void forward_many(std::span<const LinearCall> calls, QuantSimulation sim);
 
 }  // namespace flint

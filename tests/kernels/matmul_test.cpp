@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "base/rng.h"
@@ -88,6 +89,7 @@ double element(const Owned& o, int64_t r, int64_t c) {
                      ? reinterpret_cast<const float*>(o.scale.data())[(r / 128) * bc + c / 128]
                      : std::ldexp(1.0, int(o.scale[size_t((r / 128) * bc + c / 128)]) - 127);
       uint8_t code = o.data[size_t(r * w.cols + c)];
+      if ((code & 0x7F) == 0x7F) return NAN;  // E4M3FN's only NaN codes
       int sign = code >> 7, e = (code >> 3) & 15, m = code & 7;
       double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1 + m / 8.0, e - 7);
       return (sign ? -v : v) * s;
@@ -103,10 +105,15 @@ double element(const Owned& o, int64_t r, int64_t c) {
   return 0;
 }
 
-void check(const Owned& o, int64_t n) {
-  Rng rng(99);
-  std::vector<float> x(size_t(n * o.w.cols));
+std::vector<float> random_x(int64_t n, int64_t cols, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> x(size_t(n * cols));
   for (auto& v : x) v = float(rng.normal());
+  return x;
+}
+
+void check(const Owned& o, int64_t n) {
+  std::vector<float> x = random_x(n, o.w.cols, 99);
   std::vector<float> y(size_t(n * o.w.rows));
   matmul(o.w, x.data(), n, y.data());
   for (int64_t i = 0; i < n; ++i) {
@@ -117,32 +124,114 @@ void check(const Owned& o, int64_t n) {
         acc += e * x[size_t(i * o.w.cols + c)];
         mag += std::fabs(e * x[size_t(i * o.w.cols + c)]);
       }
-      EXPECT_NEAR(y[size_t(i * o.w.rows + r)], acc, 1e-6 * mag + 1e-30)
-          << "row " << r << " input " << i;
+      if (std::isnan(acc)) {
+        EXPECT_TRUE(std::isnan(y[size_t(i * o.w.rows + r)])) << "row " << r << " input " << i;
+        continue;
+      }
+      ASSERT_NEAR(y[size_t(i * o.w.rows + r)], acc, 1e-6 * mag + 1e-30)
+          << matmul_isa() << " row " << r << " input " << i << " n " << n;
     }
   }
 }
 
-TEST(Matmul, EveryFormatMatchesDefinition) {
-  for (int64_t n : {1, 3}) {
-    check(make(WeightFormat::kF32, 37, 70, 1), n);
-    check(make(WeightFormat::kBF16, 40, 96, 2), n);
-    check(make(WeightFormat::kFp8Block128, 200, 300, 3), n);  // partial 128-blocks
-    check(make(WeightFormat::kFp8Block128, 130, 256, 4, DType::F32), n);
-    check(make(WeightFormat::kFp4Mx32, 33, 128, 5), n);
+// Runs `body` once with every variant this CPU has (avx512, avx2, scalar), then restores
+// the default.
+template <typename Body>
+void for_each_isa(Body body) {
+  for (std::string_view isa : matmul_isas()) {
+    SCOPED_TRACE(std::string(isa));
+    ASSERT_TRUE(set_matmul_isa(isa));
+    body();
   }
+  set_matmul_isa("");
 }
 
-TEST(Matmul, ResultDoesNotDependOnThreadCount) {
-  Owned o = make(WeightFormat::kFp8Block128, 256, 384, 6);
-  std::vector<float> x(384 * 2, 0.5f);
-  std::vector<float> y1(512), y4(512);
-  set_thread_count(1);
-  matmul(o.w, x.data(), 2, y1.data());
-  set_thread_count(4);
-  matmul(o.w, x.data(), 2, y4.data());
-  set_thread_count(0);
-  EXPECT_EQ(y1, y4);
+TEST(Matmul, EveryFormatMatchesDefinition) {
+  // n = 1..4 take the decode path, 5 and 9 the tiled one; widths cross 512-column blocks,
+  // and 70, 300 and 1100 end in partial vectors or partial FP8 blocks.
+  for_each_isa([] {
+    for (int64_t n : {1, 3, 4, 5, 9}) {
+      check(make(WeightFormat::kF32, 37, 70, 1), n);
+      check(make(WeightFormat::kBF16, 40, 96, 2), n);
+      check(make(WeightFormat::kBF16, 21, 1040, 12), n);
+      check(make(WeightFormat::kFp8Block128, 200, 300, 3), n);
+      check(make(WeightFormat::kFp8Block128, 130, 1100, 13), n);
+      check(make(WeightFormat::kFp8Block128, 130, 256, 4, DType::F32), n);
+      check(make(WeightFormat::kFp4Mx32, 33, 128, 5), n);
+      check(make(WeightFormat::kFp4Mx32, 19, 1088, 15), n);
+    }
+  });
+}
+
+// Codes and scales at the edges of the formats: FP8 subnormals, NaN codes (0x7F, 0xFF),
+// scales of 2^8 and more (decoded element by element: scale * 2^120 would overflow), tiny
+// scales, FP4 with the extreme E8M0 scales.
+TEST(Matmul, SpecialCodesAndScales) {
+  for_each_isa([] {
+    Owned fp8 = make(WeightFormat::kFp8Block128, 128, 384, 21);
+    for (size_t i = 0; i < fp8.data.size(); i += 3) fp8.data[i] = uint8_t(i % 16);  // subnormals
+    fp8.data[5] = 0x7F;                                                             // NaN in row 0
+    fp8.data[384 * 7 + 200] = 0xFF;                                                 // NaN in row 7
+    fp8.scale = {127 + 8, 127 + 100, 1};  // 2^8, 2^100, 2^-126
+    fp8.w.scale = reinterpret_cast<const std::byte*>(fp8.scale.data());
+    for (int64_t n : {1, 6}) check(fp8, n);
+    Owned fp4 = make(WeightFormat::kFp4Mx32, 8, 128, 22);
+    for (size_t i = 0; i < fp4.scale.size(); ++i) fp4.scale[i] = uint8_t(i % 2 ? 1 : 200);
+    for (int64_t n : {1, 6}) check(fp4, n);
+  });
+}
+
+// A row of x gives the same bits alone or in a batch of any size (prefill = incremental),
+// and whatever the thread count.
+TEST(Matmul, ResultDoesNotDependOnBatchOrThreads) {
+  for_each_isa([] {
+    for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block128,
+                           WeightFormat::kFp4Mx32}) {
+      Owned o = make(f, 150, 1088, 6);
+      const int64_t n = 11;
+      std::vector<float> x = random_x(n, 1088, 8);
+      std::vector<float> batch(size_t(n * 150)), threads1(batch.size());
+      matmul(o.w, x.data(), n, batch.data());
+      set_thread_count(1);
+      matmul(o.w, x.data(), n, threads1.data());
+      set_thread_count(0);
+      EXPECT_EQ(batch, threads1) << weight_format_name(f);
+      for (int64_t split : {1, 2, 3, 4, 7}) {  // the first `split` rows, then the rest
+        std::vector<float> parts(batch.size());
+        matmul(o.w, x.data(), split, parts.data());
+        matmul(o.w, x.data() + split * 1088, n - split, parts.data() + split * 150);
+        EXPECT_EQ(batch, parts) << weight_format_name(f) << " split " << split;
+      }
+    }
+  });
+}
+
+TEST(Matmul, ManyEqualsOneByOne) {
+  Owned a = make(WeightFormat::kFp4Mx32, 64, 256, 31);
+  Owned b = make(WeightFormat::kFp8Block128, 300, 256, 32);
+  Owned c = make(WeightFormat::kBF16, 5, 256, 33);
+  std::vector<float> xa = random_x(3, 256, 1), xb = random_x(1, 256, 2), xc = random_x(7, 256, 3);
+  std::vector<float> ya(3 * 64), yb(300), yc(7 * 5), ra(ya.size()), rb(yb.size()), rc(yc.size());
+  const MatmulTask tasks[] = {{&a.w, xa.data(), 3, ya.data()},
+                              {&b.w, xb.data(), 1, yb.data()},
+                              {&c.w, xc.data(), 7, yc.data()},
+                              {&c.w, xc.data(), 0, nullptr}};
+  matmul_many(tasks);
+  matmul(a.w, xa.data(), 3, ra.data());
+  matmul(b.w, xb.data(), 1, rb.data());
+  matmul(c.w, xc.data(), 7, rc.data());
+  EXPECT_EQ(ya, ra);
+  EXPECT_EQ(yb, rb);
+  EXPECT_EQ(yc, rc);
+}
+
+TEST(Matmul, IsaSelection) {
+  const auto isas = matmul_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.back(), "scalar");
+  EXPECT_EQ(matmul_isa(), isas.front());
+  EXPECT_FALSE(set_matmul_isa("no-such-isa"));
+  EXPECT_EQ(matmul_isa(), isas.front());
 }
 
 TEST(Matmul, RowSliceSelectsRows) {

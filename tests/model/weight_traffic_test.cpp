@@ -53,5 +53,27 @@ TEST(WeightTraffic, DecodeBytesAreTheMatricesATokenReadsPlusItsExperts) {
             decode_weight_bytes(model->weights(), c, 64));
 }
 
+// Prefill FLOPs per token: 2 x the elements of every matrix a prompt token multiplies
+// (from the tensors' shapes; packed FP4 bytes hold two elements), k/E of the routed experts,
+// neither the embedding (a lookup) nor the head (only last tokens need logits).
+TEST(WeightTraffic, PrefillFlopsAreTwiceTheElementsATokenMultiplies) {
+  const auto& dir = flint::testing::tiny_checkpoint();
+  const auto model = load_model(dir);
+  const Config& c = model->config();
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  double fixed = 0, experts = 0;
+  for (const auto& [name, t] : ckpt.tensors()) {
+    if (name.rfind("mtp.", 0) == 0 || name == "embed.weight" || name == "head.weight") continue;
+    if (t.info->shape.size() < 2 || ends_with(name, ".scale")) continue;
+    if (ends_with(name, ".ape") || ends_with(name, "tid2eid")) continue;
+    double elements = t.info->dtype == DType::I8 ? 2 : 1;
+    for (int64_t d : t.info->shape) elements *= static_cast<double>(d);
+    (name.find(".ffn.experts.") != std::string::npos ? experts : fixed) += elements;
+  }
+  const double want = 2 * (fixed + experts * static_cast<double>(c.num_experts_per_tok) /
+                                       static_cast<double>(c.n_routed_experts));
+  EXPECT_NEAR(prefill_matmul_flops_per_token(model->weights(), c), want, 1e-9 * want);
+}
+
 }  // namespace
 }  // namespace flint::dsv4

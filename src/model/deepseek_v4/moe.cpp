@@ -1,6 +1,7 @@
 #include "model/deepseek_v4/moe.h"
 
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "base/check.h"
@@ -15,21 +16,48 @@ namespace {
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // torch's threshold
 
-// w2(swiglu(w1 x, w3 x) * row_weight) for rows of x; row_weight may be null (shared expert).
-void expert_forward(const ExpertWeights& e, const Config& c, const float* x, int64_t n,
-                    const float* row_weight, float* y, QuantSimulation sim) {
-  const int64_t inter = e.w1.out_features();
-  std::vector<float> gate(static_cast<size_t>(n * inter)), up(gate.size());
-  e.w1.forward(x, n, gate.data(), sim);
-  e.w3.forward(x, n, up.data(), sim);
-  kernels::swiglu(gate.data(), up.data(), n * inter, static_cast<float>(c.swiglu_limit),
-                  gate.data());
-  if (row_weight != nullptr) {  // the official code weights the hidden state before w2
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t i = 0; i < inter; ++i) gate[static_cast<size_t>(r * inter + i)] *= row_weight[r];
-    }
+// The rows of x one expert sees (the shared expert: all of them), with their gate outputs.
+struct ExpertRun {
+  const ExpertWeights* weights = nullptr;
+  const float* x = nullptr;           // [m, H]
+  const float* row_weight = nullptr;  // [m], null for the shared expert
+  int64_t m = 0;
+  float* y = nullptr;  // [m, H]
+  size_t hidden = 0;   // offset of its [m, inter] gate and up rows in the scratch buffers
+};
+
+// y = w2(swiglu(w1 x, w3 x) * row_weight) for every run: all the w1 and w3 products in one
+// parallel region, then all the w2 products in another (one product per expert and
+// projection, however many tokens chose the expert).
+void experts_forward(std::span<ExpertRun> runs, const Config& c, QuantSimulation sim) {
+  size_t total = 0;
+  for (ExpertRun& r : runs) {
+    r.hidden = total;
+    total += static_cast<size_t>(r.m * r.weights->w1.out_features());
   }
-  e.w2.forward(gate.data(), n, y, sim);
+  thread_local std::vector<float> gate, up;
+  gate.resize(total);
+  up.resize(total);
+  std::vector<LinearCall> calls;
+  calls.reserve(2 * runs.size());
+  for (const ExpertRun& r : runs) {
+    calls.push_back({&r.weights->w1, r.x, r.m, gate.data() + r.hidden});
+    calls.push_back({&r.weights->w3, r.x, r.m, up.data() + r.hidden});
+  }
+  forward_many(calls, sim);
+  calls.clear();
+  for (const ExpertRun& r : runs) {
+    const int64_t inter = r.weights->w1.out_features();
+    float* g = gate.data() + r.hidden;
+    kernels::swiglu(g, up.data() + r.hidden, r.m * inter, static_cast<float>(c.swiglu_limit), g);
+    if (r.row_weight != nullptr) {  // the official code weights the hidden state before w2
+      for (int64_t t = 0; t < r.m; ++t) {
+        for (int64_t i = 0; i < inter; ++i) g[t * inter + i] *= r.row_weight[t];
+      }
+    }
+    calls.push_back({&r.weights->w2, g, r.m, r.y});
+  }
+  forward_many(calls, sim);
 }
 
 }  // namespace
@@ -96,29 +124,43 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
       by_expert[static_cast<size_t>(e)].push_back({t, weights[static_cast<size_t>(t * k + i)]});
     }
   }
-  std::vector<float> acc(static_cast<size_t>(n * H), 0.0f);
-  std::vector<float> xs, ys, rw;
+  // Each expert's rows gathered (token order), the shared expert over all rows.
+  std::vector<int64_t> start(static_cast<size_t>(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e)
+    start[static_cast<size_t>(e + 1)] =
+        start[static_cast<size_t>(e)] +
+        static_cast<int64_t>(by_expert[static_cast<size_t>(e)].size());
+  const int64_t routed = start[static_cast<size_t>(E)];
+  std::vector<float> xs(static_cast<size_t>(routed * H)), ys(xs.size()),
+      rw(static_cast<size_t>(routed));
+  std::vector<float> shared(static_cast<size_t>(n * H));
+  std::vector<ExpertRun> runs;
   for (int64_t e = 0; e < E; ++e) {
     const auto& rows = by_expert[static_cast<size_t>(e)];
     if (rows.empty()) continue;
-    const int64_t m = static_cast<int64_t>(rows.size());
-    xs.resize(static_cast<size_t>(m * H));
-    ys.resize(static_cast<size_t>(m * H));
-    rw.resize(static_cast<size_t>(m));
-    for (int64_t r = 0; r < m; ++r) {
-      std::copy(x + rows[static_cast<size_t>(r)].first * H,
-                x + (rows[static_cast<size_t>(r)].first + 1) * H, xs.begin() + r * H);
-      rw[static_cast<size_t>(r)] = rows[static_cast<size_t>(r)].second;
+    const int64_t s0 = start[static_cast<size_t>(e)];
+    for (size_t r = 0; r < rows.size(); ++r) {
+      std::copy(x + rows[r].first * H, x + (rows[r].first + 1) * H,
+                xs.begin() + (s0 + static_cast<int64_t>(r)) * H);
+      rw[static_cast<size_t>(s0) + r] = rows[r].second;
     }
-    expert_forward(w.experts[static_cast<size_t>(e)], c, xs.data(), m, rw.data(), ys.data(), sim);
-    for (int64_t r = 0; r < m; ++r) {
-      float* dst = acc.data() + rows[static_cast<size_t>(r)].first * H;
-      const float* src = ys.data() + r * H;
+    runs.push_back({&w.experts[static_cast<size_t>(e)], xs.data() + s0 * H, rw.data() + s0,
+                    static_cast<int64_t>(rows.size()), ys.data() + s0 * H});
+  }
+  runs.push_back({&w.shared, x, nullptr, n, shared.data()});
+  experts_forward(runs, c, sim);
+
+  // Experts add into `acc` in index order (then the shared expert), as the official
+  // implementation accumulates.
+  std::vector<float> acc(static_cast<size_t>(n * H), 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& rows = by_expert[static_cast<size_t>(e)];
+    for (size_t r = 0; r < rows.size(); ++r) {
+      float* dst = acc.data() + rows[r].first * H;
+      const float* src = ys.data() + (start[static_cast<size_t>(e)] + static_cast<int64_t>(r)) * H;
       for (int64_t d = 0; d < H; ++d) dst[d] += src[d];
     }
   }
-  std::vector<float> shared(static_cast<size_t>(n * H));
-  expert_forward(w.shared, c, x, n, nullptr, shared.data(), sim);
   for (int64_t i = 0; i < n * H; ++i)
     out[i] = acc[static_cast<size_t>(i)] + shared[static_cast<size_t>(i)];
 }

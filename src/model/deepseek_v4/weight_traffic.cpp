@@ -5,46 +5,66 @@
 namespace flint::dsv4 {
 namespace {
 
-double compressor_bytes(const CompressorWeights& c) {
-  return static_cast<double>(c.wkv.weight.nbytes() + c.wgate.weight.nbytes());
+// Sums `of(matrix)` over the matrices of one part of the model.
+template <typename Of>
+double compressor_sum(const CompressorWeights& c, Of of) {
+  return of(c.wkv.weight) + of(c.wgate.weight);
 }
 
-double attention_bytes(const AttentionWeights& a) {
+template <typename Of>
+double attention_sum(const AttentionWeights& a, Of of) {
   double b = 0;
-  for (const Linear* l : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b})
-    b += static_cast<double>(l->weight.nbytes());
-  if (a.compressor) b += compressor_bytes(*a.compressor);
+  for (const Linear* l : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b}) b += of(l->weight);
+  if (a.compressor) b += compressor_sum(*a.compressor, of);
   if (a.indexer) {
-    b += static_cast<double>(a.indexer->wq_b.weight.nbytes() +
-                             a.indexer->weights_proj.weight.nbytes());
-    b += compressor_bytes(a.indexer->compressor);
+    b += of(a.indexer->wq_b.weight) + of(a.indexer->weights_proj.weight);
+    b += compressor_sum(a.indexer->compressor, of);
   }
   return b;
 }
 
-double expert_bytes(const ExpertWeights& e) {
-  return static_cast<double>(e.w1.weight.nbytes() + e.w2.weight.nbytes() + e.w3.weight.nbytes());
+template <typename Of>
+double expert_sum(const ExpertWeights& e, Of of) {
+  return of(e.w1.weight) + of(e.w2.weight) + of(e.w3.weight);
 }
+
+double bytes_of(const WeightMatrix& m) { return static_cast<double>(m.nbytes()); }
+double elements_of(const WeightMatrix& m) { return static_cast<double>(m.rows * m.cols); }
 
 }  // namespace
 
 double decode_weight_bytes(const TargetWeights& w, const Config& c, int64_t tokens) {
   const double t = static_cast<double>(tokens);
-  double bytes = t * static_cast<double>(w.embed.nbytes()) / static_cast<double>(w.embed.rows);
-  bytes += static_cast<double>(w.hc_head.fn.nbytes() + w.head.nbytes());
+  double bytes = t * bytes_of(w.embed) / static_cast<double>(w.embed.rows);
+  bytes += bytes_of(w.hc_head.fn) + bytes_of(w.head);
   for (const BlockWeights& b : w.layers) {
-    bytes += static_cast<double>(b.hc_attn.fn.nbytes() + b.hc_ffn.fn.nbytes());
-    bytes += attention_bytes(b.attn);
-    bytes += static_cast<double>(b.ffn.gate.nbytes()) + expert_bytes(b.ffn.shared);
+    bytes += bytes_of(b.hc_attn.fn) + bytes_of(b.hc_ffn.fn);
+    bytes += attention_sum(b.attn, bytes_of);
+    bytes += bytes_of(b.ffn.gate) + expert_sum(b.ffn.shared, bytes_of);
     const auto experts = static_cast<double>(b.ffn.experts.size());
     if (experts == 0) continue;
     double all = 0;
-    for (const ExpertWeights& e : b.ffn.experts) all += expert_bytes(e);
+    for (const ExpertWeights& e : b.ffn.experts) all += expert_sum(e, bytes_of);
     const double k = static_cast<double>(c.num_experts_per_tok);
     const double distinct = experts * (1.0 - std::pow(1.0 - k / experts, t));
     bytes += distinct * all / experts;
   }
   return bytes;
+}
+
+double prefill_matmul_flops_per_token(const TargetWeights& w, const Config& c) {
+  double macs = elements_of(w.hc_head.fn);
+  for (const BlockWeights& b : w.layers) {
+    macs += elements_of(b.hc_attn.fn) + elements_of(b.hc_ffn.fn);
+    macs += attention_sum(b.attn, elements_of);
+    macs += elements_of(b.ffn.gate) + expert_sum(b.ffn.shared, elements_of);
+    if (b.ffn.experts.empty()) continue;
+    double all = 0;
+    for (const ExpertWeights& e : b.ffn.experts) all += expert_sum(e, elements_of);
+    macs += static_cast<double>(c.num_experts_per_tok) * all /
+            static_cast<double>(b.ffn.experts.size());
+  }
+  return 2 * macs;
 }
 
 }  // namespace flint::dsv4

@@ -18,4 +18,10 @@ namespace flint::dsv4 {
 // balancing aims at). Drafts, the KV cache and activations are not counted.
 double decode_weight_bytes(const TargetWeights& w, const Config& c, int64_t tokens);
 
+// Floating-point operations (2 per multiply-add) of the weight products one prompt token
+// passes through: the same matrices, k of E experts of mean size per MoE layer, and not the
+// head (only a request's last prompt token needs logits). Attention scores are left out
+// (window plus top-k compressed entries: small next to the products at these lengths).
+double prefill_matmul_flops_per_token(const TargetWeights& w, const Config& c);
+
 }  // namespace flint::dsv4

@@ -1,0 +1,105 @@
+// matmul for AVX2 + FMA: 8 float32 lanes, weights decoded in registers.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Every header the driver uses is included here, before the target region: their inline
+// functions must stay compiled for the baseline CPU (the linker may keep this copy).
+#include "formats/bf16.h"
+#include "formats/e8m0.h"
+#include "formats/fp4.h"
+#include "formats/fp8.h"
+#include "formats/weight.h"
+#include "kernels/matmul_isa.h"
+
+#if defined(__x86_64__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+#include "kernels/matmul_driver.h"
+
+namespace flint::kernels::detail {
+namespace {
+
+struct Avx2 {
+  static constexpr int kLanes = 8;
+  using V = __m256;
+  struct Table {
+    __m256 low, high;  // values of nibbles 0..7 and 8..15
+  };
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float v) { return _mm256_set1_ps(v); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static float hsum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  static V bf16(const uint16_t* p) {
+    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+  }
+  // As the AVX-512 version (matmul_avx512.cpp): sign-extend, shift by 20, mask.
+  static V fp8(const uint8_t* p, V factor) {
+    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i d = _mm256_and_si256(_mm256_slli_epi32(s, 20),
+                                       _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
+    const V v = _mm256_mul_ps(_mm256_castsi256_ps(d), factor);
+    const __m256i nan =
+        _mm256_cmpeq_epi32(_mm256_and_si256(s, _mm256_set1_epi32(0x7F)), _mm256_set1_epi32(0x7F));
+    return _mm256_blendv_ps(v, _mm256_set1_ps(NAN), _mm256_castsi256_ps(nan));
+  }
+  static Table fp4_table(float scale) {
+    const V s = _mm256_set1_ps(scale);
+    return {_mm256_mul_ps(_mm256_loadu_ps(kFp4E2M1Values), s),
+            _mm256_mul_ps(_mm256_loadu_ps(kFp4E2M1Values + 8), s)};
+  }
+  static V lookup(const Table& t, __m256i nibble) {
+    // permutevar reads 3 index bits; bit 3 (moved to the sign) picks the table half.
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(t.low, nibble),
+                            _mm256_permutevar8x32_ps(t.high, nibble),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(nibble, 28)));
+  }
+  static void fp4(const uint8_t* p, const Table& t, V& lo, V& hi) {
+    const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = lookup(t, _mm256_and_si256(d, _mm256_set1_epi32(15)));
+    hi = lookup(t, _mm256_srli_epi32(d, 4));
+  }
+};
+
+using Driver = MatmulDriver<Avx2>;
+
+}  // namespace
+}  // namespace flint::kernels::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif  // __x86_64__
+
+namespace flint::kernels::detail {
+
+const MatmulIsa* matmul_isa_avx2() {
+#if defined(__x86_64__)
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const MatmulIsa isa{"avx2", &Driver::scratch_floats, &Driver::prepare_x, &Driver::rows};
+  return ok ? &isa : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace flint::kernels::detail

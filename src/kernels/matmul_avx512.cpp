@@ -1,0 +1,108 @@
+// matmul for AVX-512 (F, BW, VL, DQ): 16 float32 lanes, weights decoded in registers.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Every header the driver uses is included here, before the target region: their inline
+// functions must stay compiled for the baseline CPU (the linker may keep this copy).
+#include "formats/bf16.h"
+#include "formats/e8m0.h"
+#include "formats/fp4.h"
+#include "formats/fp8.h"
+#include "formats/weight.h"
+#include "kernels/matmul_isa.h"
+
+#if defined(__x86_64__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which its flow analysis
+// reports as uninitialised once inlined (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/matmul_driver.h"
+
+namespace flint::kernels::detail {
+namespace {
+
+struct Avx512 {
+  static constexpr int kLanes = 16;
+  using V = __m512;
+  struct Table {
+    __m512 values;
+  };
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float v) { return _mm512_set1_ps(v); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float hsum(V v) {  // halves, then as the AVX2 version
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  static V bf16(const uint16_t* p) {
+    const __m512i u =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+  }
+  // Sign-extending the byte puts the sign in bit 31 after the shift by 20; the mask keeps
+  // it and the 7 exponent-mantissa bits (bits 20..26). Codes 0x7F/0xFF are NaN.
+  static V fp8(const uint8_t* p, V factor) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m512i d = _mm512_and_si512(_mm512_slli_epi32(_mm512_cvtepi8_epi32(b), 20),
+                                       _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+    const V v = _mm512_mul_ps(_mm512_castsi512_ps(d), factor);
+    const __mmask16 nan =
+        _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7F)), _mm_set1_epi8(0x7F));
+    return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(NAN));
+  }
+  static Table fp4_table(float scale) {
+    return {_mm512_mul_ps(_mm512_loadu_ps(kFp4E2M1Values), _mm512_set1_ps(scale))};
+  }
+  static void fp4(const uint8_t* p, const Table& t, V& lo, V& hi) {
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_permutexvar_ps(_mm512_and_si512(d, _mm512_set1_epi32(15)), t.values);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), t.values);
+  }
+};
+
+using Driver = MatmulDriver<Avx512>;
+
+}  // namespace
+}  // namespace flint::kernels::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+#endif  // __x86_64__
+
+namespace flint::kernels::detail {
+
+const MatmulIsa* matmul_isa_avx512() {
+#if defined(__x86_64__)
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  static const MatmulIsa isa{"avx512", &Driver::scratch_floats, &Driver::prepare_x, &Driver::rows};
+  return ok ? &isa : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace flint::kernels::detail

@@ -1,0 +1,404 @@
+// The loops of the SIMD matmul variants, written once over an instruction-set policy `I`
+// (matmul_avx512.cpp, matmul_avx2.cpp). Include this only inside such a file's target
+// region, so that every function here is compiled for that instruction set.
+//
+// I provides: kLanes, V (a vector of kLanes floats), zero/load/store/fma/hsum/set1, and the
+// exact decoders bf16(p), fp8(p, s) (codes times s, s = scale * 2^120), fp4_table(scale) and
+// fp4(p, table, lo, hi) (kLanes bytes: lo = the even columns, hi = the odd ones).
+//
+// Two paths, same arithmetic (matmul_isa.h states the summation order):
+//  - direct (n <= 4, decode): 4 rows at a time, each weight decoded in registers once and
+//    multiplied with the n inputs; nothing is written but y.
+//  - tiled (n > 4, prefill): 16 rows x 512 columns decoded to float32 in an L1-sized buffer,
+//    then a 4-row x 4-input register tile, so each weight is decoded once per call.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "formats/bf16.h"
+#include "formats/e8m0.h"
+#include "formats/fp4.h"
+#include "formats/fp8.h"
+#include "formats/weight.h"
+
+// The register tiles below live in arrays indexed by compile-time loop counters: they stay
+// in registers only if those loops are unrolled completely (GCC does not at -O2).
+#define FLINT_UNROLL _Pragma("GCC unroll 16")
+
+namespace flint::kernels::detail {
+
+// Column blocks of one horizontal reduction (a multiple of every format's scale group).
+inline constexpr int64_t kMatmulBlock = 512;
+
+// Reads one weight row chunk by chunk, in the column order of the format's x layout: kGroup
+// columns share a scale (begin_group loads it), a chunk is kStep columns = kStep / kLanes
+// vectors (decode writes them).
+template <class I, WeightFormat F>
+struct WeightReader;
+
+template <class I>
+struct WeightReader<I, WeightFormat::kF32> {
+  static constexpr int64_t kGroup = kMatmulBlock, kStep = I::kLanes;
+  const float* row = nullptr;
+  void init(const WeightMatrix& w, int64_t r) {
+    row = reinterpret_cast<const float*>(w.data) + r * w.cols;
+  }
+  static constexpr bool slow = false;
+  void begin_group(int64_t) {}
+  void decode(int64_t c, typename I::V* out) const { out[0] = I::load(row + c); }
+  void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
+};
+
+template <class I>
+struct WeightReader<I, WeightFormat::kBF16> {
+  static constexpr int64_t kGroup = kMatmulBlock, kStep = I::kLanes;
+  const uint16_t* row = nullptr;
+  void init(const WeightMatrix& w, int64_t r) {
+    row = reinterpret_cast<const uint16_t*>(w.data) + r * w.cols;
+  }
+  static constexpr bool slow = false;
+  void begin_group(int64_t) {}
+  void decode(int64_t c, typename I::V* out) const { out[0] = I::bf16(row + c); }
+  void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
+};
+
+// The code's bits placed in a float32 are its value times 2^-120 (subnormal codes too), so
+// multiplying by scale * 2^120 decodes and scales in one exact step (the product is the
+// same single rounding of code * scale that dequantize_rows computes). A scale of 2^8 or
+// more would overflow that factor: such blocks are decoded element by element.
+template <class I>
+struct WeightReader<I, WeightFormat::kFp8Block128> {
+  static constexpr int64_t kGroup = 128, kStep = I::kLanes;
+  const WeightMatrix* w = nullptr;
+  const uint8_t* row = nullptr;
+  int64_t r = 0, scale_row = 0;
+  typename I::V factor{};
+  bool slow = false;
+  void init(const WeightMatrix& m, int64_t row_index) {
+    w = &m;
+    r = row_index;
+    row = reinterpret_cast<const uint8_t*>(m.data) + r * m.cols;
+    scale_row = (r / 128) * ((m.cols + 127) / 128);
+  }
+  void begin_group(int64_t c) {
+    const int64_t s = scale_row + c / 128;
+    const float scale = w->scale_dtype == DType::F32
+                            ? reinterpret_cast<const float*>(w->scale)[s]
+                            : e8m0_to_float(reinterpret_cast<const uint8_t*>(w->scale)[s]);
+    const float f = scale * 0x1p120f;
+    slow = !std::isfinite(f);
+    factor = I::set1(f);
+  }
+  void decode(int64_t c, typename I::V* out) const { out[0] = I::fp8(row + c, factor); }
+  // The same values element by element, for a block whose factor overflowed.
+  void decode_slow(int64_t c, typename I::V* out) const {
+    alignas(64) float tmp[I::kLanes];
+    const float* table = fp8_e4m3_table();
+    const int64_t s = scale_row + c / 128;
+    const float scale = w->scale_dtype == DType::F32
+                            ? reinterpret_cast<const float*>(w->scale)[s]
+                            : e8m0_to_float(reinterpret_cast<const uint8_t*>(w->scale)[s]);
+    for (int i = 0; i < I::kLanes; ++i) tmp[i] = table[row[c + i]] * scale;
+    out[0] = I::load(tmp);
+  }
+};
+
+// kLanes bytes hold 2 * kLanes columns: the even ones (low nibbles), then the odd ones.
+template <class I>
+struct WeightReader<I, WeightFormat::kFp4Mx32> {
+  static constexpr int64_t kGroup = 32, kStep = 2 * I::kLanes;
+  const uint8_t* row = nullptr;
+  const uint8_t* scales = nullptr;
+  typename I::Table table{};
+  void init(const WeightMatrix& w, int64_t r) {
+    row = reinterpret_cast<const uint8_t*>(w.data) + r * w.cols / 2;
+    scales = reinterpret_cast<const uint8_t*>(w.scale) + r * (w.cols / 32);
+  }
+  void begin_group(int64_t c) { table = I::fp4_table(e8m0_to_float(scales[c / 32])); }
+  static constexpr bool slow = false;
+  void decode(int64_t c, typename I::V* out) const { I::fp4(row + c / 2, table, out[0], out[1]); }
+  void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
+};
+
+template <class I>
+struct MatmulDriver {
+  using V = typename I::V;
+  static constexpr int W = I::kLanes;
+  static constexpr int64_t kBlock = kMatmulBlock;
+  static constexpr int kDirectMaxN = 4;
+  static constexpr int kTileRows = 16;
+
+  // Value of element (r, c), natural layout (the partial last chunk; never kFp4Mx32).
+  static float element(const WeightMatrix& w, int64_t r, int64_t c) {
+    switch (w.format) {
+      case WeightFormat::kF32:
+        return reinterpret_cast<const float*>(w.data)[r * w.cols + c];
+      case WeightFormat::kBF16:
+        return bf16_to_float(reinterpret_cast<const uint16_t*>(w.data)[r * w.cols + c]);
+      case WeightFormat::kFp8Block128: {
+        const int64_t s = (r / 128) * ((w.cols + 127) / 128) + c / 128;
+        const float scale = w.scale_dtype == DType::F32
+                                ? reinterpret_cast<const float*>(w.scale)[s]
+                                : e8m0_to_float(reinterpret_cast<const uint8_t*>(w.scale)[s]);
+        return fp8_e4m3_to_float(reinterpret_cast<const uint8_t*>(w.data)[r * w.cols + c]) * scale;
+      }
+      case WeightFormat::kFp4Mx32:
+        break;
+    }
+    return NAN;
+  }
+
+  // A partial chunk [c, c + count) of row r (count < W), zero-padded.
+  static V tail(const WeightMatrix& w, int64_t r, int64_t c, int64_t count) {
+    alignas(64) float tmp[W] = {};
+    for (int64_t i = 0; i < count; ++i) tmp[i] = element(w, r, c + i);
+    return I::load(tmp);
+  }
+
+  // ---- the decoding loop shared by both paths ----------------------------------------
+  // Calls step(c, wv) for each full chunk of columns [c0, c1) of rows r0 .. r0 + R - 1
+  // (wv[r][j]: row r's vector j) and tail(c, count, wv) for a partial last chunk.
+  template <WeightFormat F, int R, class Step, class Tail>
+  static void for_chunks(const WeightMatrix& w, int64_t r0, int64_t c0, int64_t c1, Step&& step,
+                         Tail&& tail_fn) {
+    using Rd = WeightReader<I, F>;
+    constexpr int kVecs = Rd::kStep / W;
+    Rd rd[R];
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) rd[r].init(w, r0 + r);
+    for (int64_t g0 = c0; g0 < c1; g0 += Rd::kGroup) {
+      const int64_t g1 = std::min(c1, g0 + Rd::kGroup);
+      FLINT_UNROLL
+      for (int r = 0; r < R; ++r) rd[r].begin_group(g0);
+      bool slow = false;
+      FLINT_UNROLL
+      for (int r = 0; r < R; ++r) slow |= rd[r].slow;
+      int64_t c = g0;
+      if (!slow) {  // the loop that matters: no branch inside
+        for (; c + Rd::kStep <= g1; c += Rd::kStep) {
+          V wv[R][kVecs];
+          FLINT_UNROLL
+          for (int r = 0; r < R; ++r) rd[r].decode(c, wv[r]);
+          step(c, wv);
+        }
+      } else {
+        for (; c + Rd::kStep <= g1; c += Rd::kStep) {
+          V wv[R][kVecs];
+          FLINT_UNROLL
+          for (int r = 0; r < R; ++r) rd[r].decode_slow(c, wv[r]);
+          step(c, wv);
+        }
+      }
+      if (c < g1) {
+        V wv[R][1];
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) wv[r][0] = tail(w, r0 + r, c, g1 - c);
+        tail_fn(c, g1 - c, wv);
+      }
+    }
+  }
+
+  // y[t, r] += (or = for the first block) the horizontal sums of acc.
+  template <int R, int T>
+  static void flush(V (&acc)[R][T], int64_t r0, bool first, float* y, int64_t ldy) {
+    FLINT_UNROLL
+    for (int t = 0; t < T; ++t) {
+      FLINT_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const float h = I::hsum(acc[r][t]);
+        float& out = y[t * ldy + r0 + r];
+        out = first ? h : out + h;
+      }
+    }
+  }
+
+  // ---- direct path ----------------------------------------------------------------------
+  template <WeightFormat F, int R, int T>
+  static void direct(const WeightMatrix& w, const float* x, int64_t r0, float* y) {
+    const int64_t cols = w.cols;
+    for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+      const int64_t k1 = std::min(cols, k0 + kBlock);
+      V acc[R][T];
+      FLINT_UNROLL
+      for (auto& row : acc) FLINT_UNROLL
+      for (auto& a : row) a = I::zero();
+      for_chunks<F, R>(
+          w, r0, k0, k1,
+          [&](int64_t c, auto& wv) {
+            constexpr int kVecs = sizeof(wv[0]) / sizeof(V);
+            FLINT_UNROLL
+            for (int j = 0; j < kVecs; ++j) {
+              FLINT_UNROLL
+              for (int t = 0; t < T; ++t) {
+                const V xv = I::load(x + t * cols + c + j * W);
+                FLINT_UNROLL
+                for (int r = 0; r < R; ++r) acc[r][t] = I::fma(wv[r][j], xv, acc[r][t]);
+              }
+            }
+          },
+          [&](int64_t c, int64_t count, auto& wv) {
+            FLINT_UNROLL
+            for (int t = 0; t < T; ++t) {
+              alignas(64) float tmp[W] = {};
+              std::memcpy(tmp, x + t * cols + c, static_cast<size_t>(count) * sizeof(float));
+              const V xv = I::load(tmp);
+              FLINT_UNROLL
+              for (int r = 0; r < R; ++r) acc[r][t] = I::fma(wv[r][0], xv, acc[r][t]);
+            }
+          });
+      flush<R, T>(acc, r0, k0 == 0, y, w.rows);
+    }
+  }
+
+  template <WeightFormat F, int T>
+  static void direct_rows(const WeightMatrix& w, const float* x, int64_t r0, int64_t r1, float* y) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) direct<F, 4, T>(w, x, r, y);
+    for (; r < r1; ++r) direct<F, 1, T>(w, x, r, y);
+  }
+
+  template <WeightFormat F>
+  static void direct_any_n(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+                           float* y) {
+    switch (n) {
+      case 1:
+        return direct_rows<F, 1>(w, x, r0, r1, y);
+      case 2:
+        return direct_rows<F, 2>(w, x, r0, r1, y);
+      case 3:
+        return direct_rows<F, 3>(w, x, r0, r1, y);
+      default:
+        return direct_rows<F, 4>(w, x, r0, r1, y);
+    }
+  }
+
+  // ---- tiled path -------------------------------------------------------------------------
+  // Rows [r0, r0 + R) of the decoded tile (row stride kBlock) times inputs [t0, t0 + T).
+  template <int R, int T>
+  static void micro(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t t0,
+                    int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
+    V acc[R][T];
+    FLINT_UNROLL
+    for (auto& row : acc) FLINT_UNROLL
+    for (auto& a : row) a = I::zero();
+    const int64_t full = len / W * W;
+    for (int64_t p = 0; p < full; p += W) {
+      V wv[R];
+      FLINT_UNROLL
+      for (int r = 0; r < R; ++r) wv[r] = I::load(tile + (tr0 + r) * kBlock + p);
+      FLINT_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const V xv = I::load(x + (t0 + t) * cols + k0 + p);
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][t] = I::fma(wv[r], xv, acc[r][t]);
+      }
+    }
+    if (full < len) {
+      V wv[R];
+      FLINT_UNROLL
+      for (int r = 0; r < R; ++r) wv[r] = I::load(tile + (tr0 + r) * kBlock + full);
+      FLINT_UNROLL
+      for (int t = 0; t < T; ++t) {
+        alignas(64) float tmp[W] = {};
+        std::memcpy(tmp, x + (t0 + t) * cols + k0 + full,
+                    static_cast<size_t>(len - full) * sizeof(float));
+        const V xv = I::load(tmp);
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][t] = I::fma(wv[r], xv, acc[r][t]);
+      }
+    }
+    flush<R, T>(acc, r_abs, k0 == 0, y + t0 * ldy, ldy);
+  }
+
+  template <int R>
+  static void micro_inputs(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t n,
+                           int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) micro<R, 4>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
+    switch (n - t) {
+      case 3:
+        return micro<R, 3>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
+      case 2:
+        return micro<R, 2>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
+      case 1:
+        return micro<R, 1>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
+      default:
+        return;
+    }
+  }
+
+  template <WeightFormat F>
+  static void tiled(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+                    float* y) {
+    alignas(64) float tile[kTileRows * kBlock];
+    const int64_t cols = w.cols;
+    for (int64_t tr = r0; tr < r1; tr += kTileRows) {
+      const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
+      for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+        const int64_t k1 = std::min(cols, k0 + kBlock);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* dst = tile + r * kBlock;
+          for_chunks<F, 1>(
+              w, tr + r, k0, k1,
+              [&](int64_t c, auto& wv) {
+                constexpr int kVecs = sizeof(wv[0]) / sizeof(V);
+                FLINT_UNROLL
+                for (int j = 0; j < kVecs; ++j) I::store(dst + (c - k0) + j * W, wv[0][j]);
+              },
+              [&](int64_t c, int64_t, auto& wv) { I::store(dst + (c - k0), wv[0][0]); });
+        }
+        int64_t r = 0;
+        for (; r + 4 <= rows; r += 4)
+          micro_inputs<4>(tile, r, x, cols, n, k0, k1 - k0, tr + r, y, w.rows);
+        for (; r < rows; ++r) micro_inputs<1>(tile, r, x, cols, n, k0, k1 - k0, tr + r, y, w.rows);
+      }
+    }
+  }
+
+  template <WeightFormat F>
+  static void rows_for(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+                       float* y) {
+    if (n <= kDirectMaxN) {
+      direct_any_n<F>(w, x, n, r0, r1, y);
+    } else {
+      tiled<F>(w, x, n, r0, r1, y);
+    }
+  }
+
+  static void rows(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+                   float* y) {
+    switch (w.format) {
+      case WeightFormat::kF32:
+        return rows_for<WeightFormat::kF32>(w, x, n, r0, r1, y);
+      case WeightFormat::kBF16:
+        return rows_for<WeightFormat::kBF16>(w, x, n, r0, r1, y);
+      case WeightFormat::kFp8Block128:
+        return rows_for<WeightFormat::kFp8Block128>(w, x, n, r0, r1, y);
+      case WeightFormat::kFp4Mx32:
+        return rows_for<WeightFormat::kFp4Mx32>(w, x, n, r0, r1, y);
+    }
+  }
+
+  // FP4 reads a chunk's even columns, then its odd ones: x is permuted to match.
+  static int64_t scratch_floats(const WeightMatrix& w, int64_t n) {
+    return w.format == WeightFormat::kFp4Mx32 ? n * w.cols : 0;
+  }
+  static const float* prepare_x(const WeightMatrix& w, const float* x, int64_t n, float* scratch) {
+    if (w.format != WeightFormat::kFp4Mx32) return x;
+    const int64_t total = n * w.cols;  // cols is a multiple of 32, so of 2W
+    for (int64_t b = 0; b < total; b += 2 * W) {
+      for (int j = 0; j < W; ++j) {
+        scratch[b + j] = x[b + 2 * j];
+        scratch[b + W + j] = x[b + 2 * j + 1];
+      }
+    }
+    return scratch;
+  }
+};
+
+}  // namespace flint::kernels::detail
+
+#undef FLINT_UNROLL
