@@ -1,4 +1,4 @@
-// matmul for AVX2 + FMA: 8 float32 lanes, weights decoded in registers.
+// matmul for AVX2 + FMA + F16C: 8 float32 lanes, weights decoded in registers.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,10 +17,10 @@
 
 #if defined(__x86_64__)
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #endif
 
 #include "kernels/matmul_driver.h"
@@ -50,14 +50,15 @@ struct Avx2 {
     const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
   }
-  // As the AVX-512 version (matmul_avx512.cpp): sign-extend, shift by 20, mask.
+  // As the AVX-512 version (matmul_avx512.cpp): E4M3 -> FP16 by moving bits, then F16C.
   static V fp8(const uint8_t* p, V factor) {
-    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m256i d = _mm256_and_si256(_mm256_slli_epi32(s, 20),
-                                       _mm256_set1_epi32(static_cast<int>(0x87F00000u)));
-    const V v = _mm256_mul_ps(_mm256_castsi256_ps(d), factor);
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
+                                    _mm_set1_epi16(static_cast<short>(0xBF80)));
+    const V v = _mm256_mul_ps(_mm256_cvtph_ps(h), factor);
     const __m256i nan =
-        _mm256_cmpeq_epi32(_mm256_and_si256(s, _mm256_set1_epi32(0x7F)), _mm256_set1_epi32(0x7F));
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_cvtepi8_epi32(b), _mm256_set1_epi32(0x7F)),
+                           _mm256_set1_epi32(0x7F));
     return _mm256_blendv_ps(v, _mm256_set1_ps(NAN), _mm256_castsi256_ps(nan));
   }
   static Table fp4_table(float scale) {
@@ -94,7 +95,8 @@ namespace flint::kernels::detail {
 
 const MatmulIsa* matmul_isa_avx2() {
 #if defined(__x86_64__)
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
   static const MatmulIsa isa{"avx2", &Driver::scratch_floats, &Driver::prepare_x, &Driver::rows};
   return ok ? &isa : nullptr;
 #else

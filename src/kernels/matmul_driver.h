@@ -3,7 +3,7 @@
 // region, so that every function here is compiled for that instruction set.
 //
 // I provides: kLanes, V (a vector of kLanes floats), zero/load/store/fma/hsum/set1, and the
-// exact decoders bf16(p), fp8(p, s) (codes times s, s = scale * 2^120), fp4_table(scale) and
+// exact decoders bf16(p), fp8(p, s) (codes times s, s = scale * 2^8), fp4_table(scale) and
 // fp4(p, table, lo, hi) (kLanes bytes: lo = the even columns, hi = the odd ones).
 //
 // Two paths, same arithmetic (matmul_isa.h states the summation order):
@@ -65,10 +65,10 @@ struct WeightReader<I, WeightFormat::kBF16> {
   void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
 };
 
-// The code's bits placed in a float32 are its value times 2^-120 (subnormal codes too), so
-// multiplying by scale * 2^120 decodes and scales in one exact step (the product is the
-// same single rounding of code * scale that dequantize_rows computes). A scale of 2^8 or
-// more would overflow that factor: such blocks are decoded element by element.
+// The code's bits placed in an FP16 are its value times 2^-8 (subnormal codes too), so
+// multiplying by scale * 2^8 decodes and scales in one exact step (the product is the same
+// single rounding of code * scale that dequantize_rows computes). A scale of 2^120 or more
+// would overflow that factor: such blocks are decoded element by element.
 template <class I>
 struct WeightReader<I, WeightFormat::kFp8Block128> {
   static constexpr int64_t kGroup = 128, kStep = I::kLanes;
@@ -88,7 +88,7 @@ struct WeightReader<I, WeightFormat::kFp8Block128> {
     const float scale = w->scale_dtype == DType::F32
                             ? reinterpret_cast<const float*>(w->scale)[s]
                             : e8m0_to_float(reinterpret_cast<const uint8_t*>(w->scale)[s]);
-    const float f = scale * 0x1p120f;
+    const float f = scale * 0x1p8f;
     slow = !std::isfinite(f);
     factor = I::set1(f);
   }
@@ -110,6 +110,7 @@ struct WeightReader<I, WeightFormat::kFp8Block128> {
 template <class I>
 struct WeightReader<I, WeightFormat::kFp4Mx32> {
   static constexpr int64_t kGroup = 32, kStep = 2 * I::kLanes;
+  static constexpr bool slow = false;
   const uint8_t* row = nullptr;
   const uint8_t* scales = nullptr;
   typename I::Table table{};
@@ -117,8 +118,16 @@ struct WeightReader<I, WeightFormat::kFp4Mx32> {
     row = reinterpret_cast<const uint8_t*>(w.data) + r * w.cols / 2;
     scales = reinterpret_cast<const uint8_t*>(w.scale) + r * (w.cols / 32);
   }
-  void begin_group(int64_t c) { table = I::fp4_table(e8m0_to_float(scales[c / 32])); }
-  static constexpr bool slow = false;
+  void begin_group(int64_t c) {
+    // e8m0_to_float without branches (codes 0 and 255 are rare but valid).
+    const uint32_t code = scales[c / 32];
+    uint32_t bits = code << 23;
+    bits = code == 0 ? 0x00400000u : bits;
+    bits = code == 255 ? 0x7FC00000u : bits;
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    table = I::fp4_table(scale);
+  }
   void decode(int64_t c, typename I::V* out) const { I::fp4(row + c / 2, table, out[0], out[1]); }
   void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
 };

@@ -21,6 +21,7 @@ __attribute__((target("avx512f"))) double fma_avx512(int64_t iters, float* sink)
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-4f);
   for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
   }
   __m512 s = acc[0];
@@ -36,6 +37,7 @@ __attribute__((target("avx2,fma"))) double fma_avx2(int64_t iters, float* sink) 
   for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
   const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-4f);
   for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
   }
   alignas(32) float out[8];
@@ -52,6 +54,7 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_avx512(int64_t iters, 
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
   const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f));
   for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, a);
   }
   __m512 s = acc[0];

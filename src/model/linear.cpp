@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_round.h"
 
@@ -25,25 +26,37 @@ void forward_many(std::span<const LinearCall> calls, QuantSimulation sim) {
   for (size_t i = 0; i < calls.size(); ++i) {
     const LinearCall& c = calls[i];
     if (!c.linear->quantize_input || sim != QuantSimulation::kOfficial) continue;
-    if (i > 0 && offsets[i - 1] >= 0 && calls[i - 1].x == c.x && calls[i - 1].n == c.n &&
-        calls[i - 1].linear->in_features() == c.linear->in_features()) {
-      offsets[i] = offsets[i - 1];
-      continue;
+    for (size_t j = 0; j < i && offsets[i] < 0; ++j) {  // the same input rounded already
+      if (offsets[j] >= 0 && calls[j].x == c.x && calls[j].n == c.n &&
+          calls[j].linear->in_features() == c.linear->in_features())
+        offsets[i] = offsets[j];
     }
+    if (offsets[i] >= 0) continue;
     offsets[i] = static_cast<int64_t>(used);
     used += static_cast<size_t>(c.n * c.linear->in_features());
   }
   if (rounded.size() < used) rounded.resize(used);
+  std::vector<bool> done(calls.size(), false);  // offsets whose rows are rounded
   for (size_t i = 0; i < calls.size(); ++i) {
     const LinearCall& c = calls[i];
     const float* x = c.x;
     if (offsets[i] >= 0) {
       float* dst = rounded.data() + offsets[i];
       const int64_t in = c.linear->in_features();
-      if (i == 0 || offsets[i] != offsets[i - 1]) {
-        std::copy(c.x, c.x + c.n * in, dst);
-        for (int64_t r = 0; r < c.n; ++r) kernels::round_fp8_blocks(dst + r * in, in, 128);
+      bool first = true;
+      for (size_t j = 0; j < i && first; ++j) first = !(done[j] && offsets[j] == offsets[i]);
+      if (first) {
+        const float* src = c.x;
+        parallel_for(static_cast<size_t>(c.n), 8, [&](size_t r0, size_t r1) {
+          for (size_t r = r0; r < r1; ++r) {
+            float* row = dst + static_cast<int64_t>(r) * in;
+            std::copy(src + static_cast<int64_t>(r) * in, src + static_cast<int64_t>(r + 1) * in,
+                      row);
+            kernels::round_fp8_blocks(row, in, 128);
+          }
+        });
       }
+      done[i] = true;
       x = dst;
     }
     tasks.push_back({&c.linear->weight, x, c.n, c.y});

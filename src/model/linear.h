@@ -37,7 +37,7 @@ struct LinearCall {
 };
 
 // Independent products in one parallel region (the experts of a MoE layer: many small
-// weights). Consecutive calls with the same x and n round it once.
+// weights). Calls with the same x and n round it once.
 void forward_many(std::span<const LinearCall> calls, QuantSimulation sim);
 
 }  // namespace flint

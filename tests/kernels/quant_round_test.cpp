@@ -3,10 +3,12 @@
 // to x / scale (ties to the even code), found by searching every code of the format.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "base/rng.h"
+#include "formats/fp8.h"
 #include "kernels/quant_round.h"
 
 namespace flint::kernels {
@@ -90,6 +92,23 @@ TEST(QuantRound, Fp4BlocksMatchDefinition) {
     round_fp4_blocks(y.data(), int64_t(y.size()), 32);
     check(x, y, 32, 6.0, 6.0 * std::ldexp(1.0, -126), e2m1_grid());
   }
+}
+
+// The branch-free rounding against the codec, on every float32 in [-448, 448] whose low 12
+// bits are zero (1.1 million values; every E4M3 rounding boundary and its neighbours are
+// among them: boundaries lie on multiples of 2^-10 below 2^-6 and on 4-bit mantissas
+// above, and 11 mantissa bits tell ties from values past them), plus NaN.
+TEST(QuantRound, BranchFreeE4m3RoundingMatchesCodec) {
+  int64_t checked = 0;
+  for (uint32_t hi = 0; hi < (1u << 20); ++hi) {  // bits 12..31, the sign included
+    const float q = std::bit_cast<float>(hi << 12);
+    if (!(std::fabs(q) <= 448.0f)) continue;
+    const float want = fp8_e4m3_to_float(float_to_fp8_e4m3(q));
+    ASSERT_EQ(std::bit_cast<uint32_t>(round_to_e4m3(q)), std::bit_cast<uint32_t>(want)) << q;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2 * ((0x43E00000 >> 12) + 1));
+  EXPECT_TRUE(std::isnan(round_to_e4m3(std::bit_cast<float>(0x7FC00001u))));
 }
 
 TEST(QuantRound, PowerOfTwoScale) {

@@ -87,38 +87,43 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   const bool official = sim == QuantSimulation::kOfficial;
   Projections p;
 
-  // 1. Token-parallel projections of the whole batch.
-  std::vector<float> qa(static_cast<size_t>(N * c.q_lora_rank));
-  w.wq_a.forward(x, N, qa.data(), sim);
-  p.qr.resize(qa.size());
-  kernels::rms_norm(qa.data(), w.q_norm.data(), N, c.q_lora_rank, eps, p.qr.data());
-  p.q.resize(static_cast<size_t>(N * heads * hd));
-  w.wq_b.forward(p.qr.data(), N, p.q.data(), sim);
-  kernels::rms_norm(p.q.data(), nullptr, N * heads, hd, eps, p.q.data());
+  // 1. Token-parallel projections of the whole batch: those of x in one parallel region
+  // (x rounded once), then those of the normalised low-rank query.
+  p.qr.resize(static_cast<size_t>(N * c.q_lora_rank));
   p.kv.resize(static_cast<size_t>(N * hd));
-  w.wkv.forward(x, N, p.kv.data(), sim);
-  kernels::rms_norm(p.kv.data(), w.kv_norm.data(), N, hd, eps, p.kv.data());
+  std::vector<LinearCall> calls{{&w.wq_a, x, N, p.qr.data()}, {&w.wkv, x, N, p.kv.data()}};
   if (ratio > 0) {
     const CompressorWeights& cw = *w.compressor;
     p.ckv.resize(static_cast<size_t>(N * cw.wkv.out_features()));
     p.cgate.resize(p.ckv.size());
-    cw.wkv.forward(x, N, p.ckv.data(), sim);
-    cw.wgate.forward(x, N, p.cgate.data(), sim);
+    calls.push_back({&cw.wkv, x, N, p.ckv.data()});
+    calls.push_back({&cw.wgate, x, N, p.cgate.data()});
   }
+  const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
   if (w.indexer) {
     const IndexerWeights& iw = *w.indexer;
-    const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
-    p.iq.resize(static_cast<size_t>(N * ih * ihd));
-    iw.wq_b.forward(p.qr.data(), N, p.iq.data(), sim);
     p.iw.resize(static_cast<size_t>(N * ih));
-    iw.weights_proj.forward(x, N, p.iw.data(), sim);
+    p.ickv.resize(static_cast<size_t>(N * iw.compressor.wkv.out_features()));
+    p.icgate.resize(p.ickv.size());
+    calls.push_back({&iw.weights_proj, x, N, p.iw.data()});
+    calls.push_back({&iw.compressor.wkv, x, N, p.ickv.data()});
+    calls.push_back({&iw.compressor.wgate, x, N, p.icgate.data()});
+  }
+  forward_many(calls, sim);
+  kernels::rms_norm(p.qr.data(), w.q_norm.data(), N, c.q_lora_rank, eps, p.qr.data());
+  kernels::rms_norm(p.kv.data(), w.kv_norm.data(), N, hd, eps, p.kv.data());
+  p.q.resize(static_cast<size_t>(N * heads * hd));
+  calls = {{&w.wq_b, p.qr.data(), N, p.q.data()}};
+  if (w.indexer) {
+    p.iq.resize(static_cast<size_t>(N * ih * ihd));
+    calls.push_back({&w.indexer->wq_b, p.qr.data(), N, p.iq.data()});
+  }
+  forward_many(calls, sim);
+  kernels::rms_norm(p.q.data(), nullptr, N * heads, hd, eps, p.q.data());
+  if (w.indexer) {
     const float wscale =
         1.0f / std::sqrt(static_cast<float>(ihd)) / std::sqrt(static_cast<float>(ih));
     for (auto& v : p.iw) v *= wscale;
-    p.ickv.resize(static_cast<size_t>(N * iw.compressor.wkv.out_features()));
-    p.icgate.resize(p.ickv.size());
-    iw.compressor.wkv.forward(x, N, p.ickv.data(), sim);
-    iw.compressor.wgate.forward(x, N, p.icgate.data(), sim);
   }
 
   // 2. Position-dependent parts, per segment: RoPE, KV rounding, compressors.
@@ -136,12 +141,12 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     if (ratio > 0) {
       const float* ckv = p.ckv.data() + seg.row * ckv_width;
       const float* cgate = p.cgate.data() + seg.row * ckv_width;
-      if (seg.undo) compressor_record(st, CompressorKind::kMain, ckv, cgate, seg.n, seg.pos0, seg.undo->main);
+      if (seg.undo)
+        compressor_record(st, CompressorKind::kMain, ckv, cgate, seg.n, seg.pos0, seg.undo->main);
       compress_tokens(*w.compressor, st, CompressorKind::kMain, ckv, cgate, seg.n, seg.pos0, crope,
                       eps, sim);
     }
     if (w.indexer) {
-      const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
       float* iq = p.iq.data() + seg.row * ih * ihd;
       rope_rows(iq, seg.n * ih, ih, ihd, ihd, rd, seg.pos0, rope, false);
       for (int64_t k = 0; k < seg.n * ih; ++k) {
@@ -150,7 +155,9 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
       }
       const float* ickv = p.ickv.data() + seg.row * ickv_width;
       const float* icgate = p.icgate.data() + seg.row * ickv_width;
-      if (seg.undo) compressor_record(st, CompressorKind::kIndex, ickv, icgate, seg.n, seg.pos0, seg.undo->index);
+      if (seg.undo)
+        compressor_record(st, CompressorKind::kIndex, ickv, icgate, seg.n, seg.pos0,
+                          seg.undo->index);
       compress_tokens(w.indexer->compressor, st, CompressorKind::kIndex, ickv, icgate, seg.n,
                       seg.pos0, crope, eps, sim);
     }
@@ -186,7 +193,6 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
               sel[static_cast<size_t>(k)] = static_cast<int32_t>(k);
             continue;
           }
-          const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
           const float* iq = p.iq.data() + (seg.row + static_cast<int64_t>(t)) * ih * ihd;
           const float* iw = p.iw.data() + (seg.row + static_cast<int64_t>(t)) * ih;
           scores.assign(static_cast<size_t>(visible), 0.0f);
@@ -293,8 +299,7 @@ void attention_kv_rows(const AttentionWeights& w, const Config& c, const LayerRo
                        const LayerKv& store, const float* x, int64_t n, int64_t pos0, float* out,
                        QuantSimulation sim) {
   w.wkv.forward(x, n, out, sim);
-  kernels::rms_norm(out, w.kv_norm.data(), n, c.head_dim, static_cast<float>(c.rms_norm_eps),
-                    out);
+  kernels::rms_norm(out, w.kv_norm.data(), n, c.head_dim, static_cast<float>(c.rms_norm_eps), out);
   finish_kv_rows(c, rope, store, out, n, pos0, sim);
 }
 
