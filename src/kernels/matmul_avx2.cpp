@@ -1,4 +1,5 @@
 // matmul for AVX2 + FMA + F16C: 8 float32 lanes, weights decoded in registers.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -95,8 +96,12 @@ namespace flint::kernels::detail {
 
 const MatmulIsa* matmul_isa_avx2() {
 #if defined(__x86_64__)
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  // F16C from CPUID directly: clang 14's __builtin_cpu_supports does not know it.
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
   static const MatmulIsa isa{"avx2", &Driver::scratch_floats, &Driver::prepare_x, &Driver::rows};
   return ok ? &isa : nullptr;
 #else
