@@ -65,6 +65,14 @@ struct WeightReader<I, WeightFormat::kBF16> {
   void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
 };
 
+// Scale number s of an FP8 weight (row-major over its 128 x 128 blocks). Static: each ISA
+// file compiles its own copy for its instruction set (an inline function would be merged
+// across them by the linker, which could run an AVX-512 copy on an AVX2 machine).
+static float fp8_block_scale(const WeightMatrix& w, int64_t s) {
+  return w.scale_dtype == DType::F32 ? reinterpret_cast<const float*>(w.scale)[s]
+                                     : e8m0_to_float(reinterpret_cast<const uint8_t*>(w.scale)[s]);
+}
+
 // The code's bits placed in an FP16 are its value times 2^-8 (subnormal codes too), so
 // multiplying by scale * 2^8 decodes and scales in one exact step (the product is the same
 // single rounding of code * scale that dequantize_rows computes). A scale of 2^120 or more
@@ -85,9 +93,7 @@ struct WeightReader<I, WeightFormat::kFp8Block128> {
   }
   void begin_group(int64_t c) {
     const int64_t s = scale_row + c / 128;
-    const float scale = w->scale_dtype == DType::F32
-                            ? reinterpret_cast<const float*>(w->scale)[s]
-                            : e8m0_to_float(reinterpret_cast<const uint8_t*>(w->scale)[s]);
+    const float scale = fp8_block_scale(*w, s);
     const float f = scale * 0x1p8f;
     slow = !std::isfinite(f);
     factor = I::set1(f);
@@ -98,9 +104,7 @@ struct WeightReader<I, WeightFormat::kFp8Block128> {
     alignas(64) float tmp[I::kLanes];
     const float* table = fp8_e4m3_table();
     const int64_t s = scale_row + c / 128;
-    const float scale = w->scale_dtype == DType::F32
-                            ? reinterpret_cast<const float*>(w->scale)[s]
-                            : e8m0_to_float(reinterpret_cast<const uint8_t*>(w->scale)[s]);
+    const float scale = fp8_block_scale(*w, s);
     for (int i = 0; i < I::kLanes; ++i) tmp[i] = table[row[c + i]] * scale;
     out[0] = I::load(tmp);
   }
@@ -149,10 +153,8 @@ struct MatmulDriver {
         return bf16_to_float(reinterpret_cast<const uint16_t*>(w.data)[r * w.cols + c]);
       case WeightFormat::kFp8Block128: {
         const int64_t s = (r / 128) * ((w.cols + 127) / 128) + c / 128;
-        const float scale = w.scale_dtype == DType::F32
-                                ? reinterpret_cast<const float*>(w.scale)[s]
-                                : e8m0_to_float(reinterpret_cast<const uint8_t*>(w.scale)[s]);
-        return fp8_e4m3_to_float(reinterpret_cast<const uint8_t*>(w.data)[r * w.cols + c]) * scale;
+        return fp8_e4m3_to_float(reinterpret_cast<const uint8_t*>(w.data)[r * w.cols + c]) *
+               fp8_block_scale(w, s);
       }
       case WeightFormat::kFp4Mx32:
         break;
