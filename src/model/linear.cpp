@@ -36,15 +36,14 @@ void forward_many(std::span<const LinearCall> calls, QuantSimulation sim) {
     used += static_cast<size_t>(c.n * c.linear->in_features());
   }
   if (rounded.size() < used) rounded.resize(used);
-  std::vector<bool> done(calls.size(), false);  // offsets whose rows are rounded
   for (size_t i = 0; i < calls.size(); ++i) {
     const LinearCall& c = calls[i];
     const float* x = c.x;
     if (offsets[i] >= 0) {
       float* dst = rounded.data() + offsets[i];
       const int64_t in = c.linear->in_features();
-      bool first = true;
-      for (size_t j = 0; j < i && first; ++j) first = !(done[j] && offsets[j] == offsets[i]);
+      bool first = true;  // the first call of this input rounds it
+      for (size_t j = 0; j < i && first; ++j) first = offsets[j] != offsets[i];
       if (first) {
         const float* src = c.x;
         parallel_for(static_cast<size_t>(c.n), 8, [&](size_t r0, size_t r1) {
@@ -56,7 +55,6 @@ void forward_many(std::span<const LinearCall> calls, QuantSimulation sim) {
           }
         });
       }
-      done[i] = true;
       x = dst;
     }
     tasks.push_back({&c.linear->weight, x, c.n, c.y});
