@@ -72,7 +72,9 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
                               const std::function<void(std::size_t, std::size_t)>& body) {
   if (n == 0) return;
   grain = std::max<std::size_t>(1, grain);
-  if (workers_.empty() || tls_inside_pool || n <= grain) {
+  // A call from a second thread while a job runs (the pool serves one caller at a time)
+  // runs inline rather than overwrite the running job.
+  if (workers_.empty() || tls_inside_pool || n <= grain || in_use_.exchange(true)) {
     body(0, n);
     return;
   }
@@ -100,6 +102,7 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
     }
   }
   body_ = nullptr;
+  in_use_.store(false, std::memory_order_release);
 }
 
 namespace {

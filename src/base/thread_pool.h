@@ -2,7 +2,8 @@
 //
 // parallel_for splits [0, n) into chunks of at least `grain` items and runs `body(begin,
 // end)` on the workers and the calling thread; it returns when every chunk is done.
-// Calls from inside a body run serially (no nested parallelism, no deadlock).
+// Calls from inside a body, and calls from another thread while a job runs, run serially
+// on the calling thread (no nested parallelism, no deadlock).
 // Cost: workers spin for a while (kSpinMicros) after each job before they sleep, so the
 // back-to-back calls of a forward pass start in well under a microsecond; after a pause a
 // call pays one futex wake-up (tens of microseconds on a virtual machine). Chunks are
@@ -50,6 +51,7 @@ class ThreadPool {
   std::atomic<std::size_t> pending_{0};  // workers that have not finished the current job
   std::atomic<std::size_t> generation_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> in_use_{false};  // a caller's job is running
 };
 
 // The process-wide pool used by kernels. Sized by set_thread_count (the --threads flag);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace flint {
@@ -42,6 +44,43 @@ TEST(ThreadPool, ManyShortJobs) {
     });
   }
   EXPECT_EQ(sum.load(), 2000L * 120);
+}
+
+// A job posted the moment the pool exists (its workers may not have started yet) and jobs
+// after the workers fell asleep (past the spin) both complete.
+TEST(ThreadPool, JobsRightAfterStartAndAfterSleep) {
+  for (int rep = 0; rep < 50; ++rep) {
+    ThreadPool pool(3);
+    std::atomic<int> count{0};
+    pool.parallel_for(64, 1, [&](std::size_t b, std::size_t e) { count += int(e - b); });
+    EXPECT_EQ(count.load(), 64);
+  }
+  ThreadPool pool(2);
+  std::atomic<int> count{0};
+  for (int rep = 0; rep < 3; ++rep) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers go to sleep
+    pool.parallel_for(64, 1, [&](std::size_t b, std::size_t e) { count += int(e - b); });
+  }
+  EXPECT_EQ(count.load(), 3 * 64);
+}
+
+// Two threads calling one pool at once: each call completes and covers its range exactly
+// once (the second runs inline while the first holds the pool).
+TEST(ThreadPool, ConcurrentCallersEachComplete) {
+  ThreadPool pool(2);
+  std::atomic<long> sums[2] = {0, 0};
+  auto caller = [&](int who) {
+    for (int rep = 0; rep < 500; ++rep) {
+      pool.parallel_for(32, 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) sums[who] += long(i);
+      });
+    }
+  };
+  std::thread other(caller, 1);
+  caller(0);
+  other.join();
+  EXPECT_EQ(sums[0].load(), 500L * 496);
+  EXPECT_EQ(sums[1].load(), 500L * 496);
 }
 
 }  // namespace
