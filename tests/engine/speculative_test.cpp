@@ -122,10 +122,14 @@ void expect_lossless(const std::string& preset, SpecMethod method, int64_t max_k
     for (const Job& j : js) EXPECT_EQ(spec.at(j.id), plain.at(j.id)) << j.id << ", k = " << k;
     // n-gram drafts need the output to repeat the context, which random weights hardly do
     // (NgramProposer's own test checks its proposals).
-    if (method != SpecMethod::kNgram) EXPECT_GT(stats.spec_drafts, 0) << "k = " << k;
+    if (method != SpecMethod::kNgram) {
+      EXPECT_GT(stats.spec_drafts, 0) << "k = " << k;
+    }
     // Random weights accept next to nothing; the oracle accepts 70%, so partly accepted
     // drafts of every length are verified and rolled back.
-    if (method == SpecMethod::kOracle) EXPECT_GT(stats.spec_accepted_tokens, 0) << "k = " << k;
+    if (method == SpecMethod::kOracle) {
+      EXPECT_GT(stats.spec_accepted_tokens, 0) << "k = " << k;
+    }
   }
 }
 
@@ -154,7 +158,9 @@ TEST(SpecLossless, UnderPreemptionAndAdaptiveVerification) {
     EngineStats stats;
     const auto spec = run(model, s, js, m == SpecMethod::kOracle ? &plain : nullptr, &stats);
     for (const Job& j : js) EXPECT_EQ(spec.at(j.id), plain.at(j.id)) << j.id;
-    if (!flint::testing::kSanitized) EXPECT_GT(stats.preemptions, 0);
+    if (!flint::testing::kSanitized) {
+      EXPECT_GT(stats.preemptions, 0);
+    }
   }
 }
 
