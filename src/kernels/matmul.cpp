@@ -49,11 +49,16 @@ void scalar_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, i
 int64_t no_scratch(const WeightMatrix&, int64_t) { return 0; }
 const float* same_x(const WeightMatrix&, const float* x, int64_t, float*) { return x; }
 
-const detail::MatmulIsa* best_isa() {
-  if (const auto* isa = detail::matmul_isa_avx512()) return isa;
-  if (const auto* isa = detail::matmul_isa_avx2()) return isa;
-  return &detail::matmul_isa_scalar();
+// The variants this build and CPU can run, best first; the scalar one is always there.
+std::vector<const detail::MatmulIsa*> available_isas() {
+  std::vector<const detail::MatmulIsa*> isas;
+  for (const detail::MatmulIsa* isa : {detail::matmul_isa_avx512(), detail::matmul_isa_avx2()})
+    if (isa != nullptr) isas.push_back(isa);
+  isas.push_back(&detail::matmul_isa_scalar());
+  return isas;
 }
+
+const detail::MatmulIsa* best_isa() { return available_isas().front(); }
 
 const detail::MatmulIsa*& active_isa() {
   static const detail::MatmulIsa* isa = best_isa();
@@ -125,9 +130,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 
 std::vector<std::string_view> matmul_isas() {
   std::vector<std::string_view> names;
-  if (detail::matmul_isa_avx512()) names.push_back(detail::matmul_isa_avx512()->name);
-  if (detail::matmul_isa_avx2()) names.push_back(detail::matmul_isa_avx2()->name);
-  names.push_back(detail::matmul_isa_scalar().name);
+  for (const detail::MatmulIsa* isa : available_isas()) names.push_back(isa->name);
   return names;
 }
 
@@ -136,9 +139,8 @@ bool set_matmul_isa(std::string_view name) {
     active_isa() = best_isa();
     return true;
   }
-  for (const detail::MatmulIsa* isa :
-       {detail::matmul_isa_avx512(), detail::matmul_isa_avx2(), &detail::matmul_isa_scalar()}) {
-    if (isa != nullptr && name == isa->name) {
+  for (const detail::MatmulIsa* isa : available_isas()) {
+    if (name == isa->name) {
       active_isa() = isa;
       return true;
     }
