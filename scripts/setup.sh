@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev
+  libopenmpi-dev openmpi-bin
   chromium curl
   python3 python3-numpy
 )

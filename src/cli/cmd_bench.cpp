@@ -40,6 +40,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/flags.h"
+#include "cli/ranks.h"
 #include "cli/run_flags.h"
 #include "engine/engine_core.h"
 #include "formats/checkpoint.h"
@@ -367,6 +368,7 @@ int run_bench(std::span<const std::string> args) {
   std::string model_dir;
   BenchFlags bench;
   RunFlags run;
+  ParallelFlags parallel;
   EngineFlags engine_flags;
   FlagParser parser(
       "bench MODEL --batch B --prompt-len P --gen-len G [flags]",
@@ -381,8 +383,11 @@ int run_bench(std::span<const std::string> args) {
   engine_flags.add_to(parser);
   parser.group("Run");
   run.add_to(parser);
+  parser.group("Parallel");
+  parallel.add_to(parser);
   if (!parser.parse(args)) return kExitOk;
   bench.check();
+  const engine::DebugFault fault = engine::DebugFault::parse_optional(parallel.debug_fault);
   std::optional<engine::SpeculativeConfig> oracle_config;
   if (bench.oracle_accept) {
     oracle_config = oracle_speculative(engine_flags.speculative, *bench.oracle_accept);
@@ -393,12 +398,19 @@ int run_bench(std::span<const std::string> args) {
     engine_flags.max_model_len = bench.prompt_len + bench.gen_len;
   const QuantSimulation sim = run.apply();
 
-  auto model = dsv4::load_model(model_dir);
+  Ranks ranks = Ranks::start(parallel.tensor_parallel_size,
+                             static_cast<double>(parallel.collective_timeout));
+  auto model = ranks.load_model(model_dir, parallel.expert_parallel, fault);
   const dsv4::Config& config = model->config();
   engine::EngineConfig ec =
       engine_flags.config(config, static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes()));
   ec.quant_simulation = sim;
+  ec.debug_fault = fault;
   if (oracle_config) ec.speculative = *oracle_config;
+  if (!ranks.leader()) {  // rank 0 runs the benchmark; this rank runs its steps
+    engine::follow_rank0(*model, ec, *ranks.comm(), fault);
+    return kExitOk;
+  }
   const std::vector<Tokens> prompts = random_prompts(bench, config.vocab_size);
 
   // Plain greedy decoding is always measured: it is the baseline that speculation is judged

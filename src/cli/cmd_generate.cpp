@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/flags.h"
+#include "cli/ranks.h"
 #include "cli/run_flags.h"
 #include "engine/engine.h"
 #include "formats/checkpoint.h"
@@ -79,6 +80,7 @@ int run_generate(std::span<const std::string> args) {
   std::vector<std::string> texts, id_lists;
   bool print_ids = false, no_bos = false, print_drafts = false;
   RunFlags run;
+  ParallelFlags parallel;
   EngineFlags engine_flags;
   SamplingFlags sampling;
   sampling.params.temperature = 0.0;
@@ -109,12 +111,17 @@ int run_generate(std::span<const std::string> args) {
   engine_flags.add_to(parser);
   parser.group("Run");
   run.add_to(parser);
+  parser.group("Parallel");
+  parallel.add_to(parser);
   if (!parser.parse(args)) return kExitOk;
   engine_flags.resolve_speculative(model_dir);
+  const engine::DebugFault fault = engine::DebugFault::parse_optional(parallel.debug_fault);
   std::vector<Prompt> prompts = read_prompts(texts, id_lists, prompts_file);
   QuantSimulation sim = run.apply();
 
-  auto model = dsv4::load_model(model_dir);
+  Ranks ranks = Ranks::start(parallel.tensor_parallel_size,
+                             static_cast<double>(parallel.collective_timeout));
+  auto model = ranks.load_model(model_dir, parallel.expert_parallel, fault);
   const dsv4::Config& config = model->config();
   std::optional<text::Tokenizer> tokenizer;
   bool any_text = std::any_of(prompts.begin(), prompts.end(),
@@ -131,6 +138,11 @@ int run_generate(std::span<const std::string> args) {
       engine_flags.config(config, static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes()));
   ec.quant_simulation = sim;
   ec.record_drafts = print_drafts;
+  ec.debug_fault = fault;
+  if (!ranks.leader()) {  // rank 0 schedules and samples; this rank runs its steps
+    engine::follow_rank0(*model, ec, *ranks.comm(), fault);
+    return kExitOk;
+  }
   if (print_drafts && !ec.speculative.enabled()) {
     throw UsageError("--print-drafts needs --speculative-config (a method and draft tokens)");
   }

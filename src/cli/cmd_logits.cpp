@@ -7,6 +7,7 @@
 #include "base/timer.h"
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/ranks.h"
 #include "cli/run_flags.h"
 #include "formats/npy.h"
 #include "formats/npz.h"
@@ -20,6 +21,7 @@ int run_logits(std::span<const std::string> args) {
   bool incremental = false;
   int64_t chunk = 0;
   RunFlags run;
+  ParallelFlags parallel;
   FlagParser parser(
       "logits MODEL --token-ids IDS --output FILE.npy [flags]",
       "Computes the logits of every position of a token sequence and writes them as a float32 "
@@ -37,6 +39,8 @@ int run_logits(std::span<const std::string> args) {
       "final_streams, [n, hc_mult, hidden] each, and logits (for layer-by-layer comparisons)",
       &dump);
   run.add_to(parser);
+  parser.group("Parallel");
+  parallel.add_to(parser);
   if (!parser.parse(args)) return kExitOk;
   if (output.empty()) throw UsageError("--output FILE.npy is required");
   std::vector<int64_t> ids64 = parse_int_list(token_ids, "--token-ids");
@@ -44,7 +48,11 @@ int run_logits(std::span<const std::string> args) {
   if (chunk < 0) throw UsageError("--chunk must be >= 0");
   QuantSimulation sim = run.apply();
 
-  auto model = dsv4::load_model(model_dir);
+  // Every rank runs the same calls on its part of the weights; rank 0 writes the files.
+  Ranks ranks = Ranks::start(parallel.tensor_parallel_size,
+                             static_cast<double>(parallel.collective_timeout));
+  auto model = ranks.load_model(model_dir, parallel.expert_parallel,
+                                engine::DebugFault::parse_optional(parallel.debug_fault));
   const int64_t vocab = model->config().vocab_size;
   std::vector<int32_t> ids;
   for (int64_t id : ids64) {
@@ -77,6 +85,7 @@ int run_logits(std::span<const std::string> args) {
     }
   }
   double seconds = watch.seconds();
+  if (!ranks.leader()) return kExitOk;
   int64_t shape[2] = {n, vocab};
   write_npy_f32(output, shape, logits);
   if (!dump.empty()) {

@@ -13,6 +13,7 @@
 #include "base/strings.h"
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/ranks.h"
 
 namespace flint::cli {
 
@@ -32,6 +33,7 @@ void print_help() {
 
 int run_main(int argc, char** argv) {
   init_logging("info");
+  remember_command_line(argc, argv);
   // A forward pass allocates activations of megabytes per layer. glibc would map each one
   // fresh (and zero its pages on first touch) and hand the memory back after every pass:
   // a fixed mapping threshold at its 32 MiB maximum and no trimming keep them in the heap.

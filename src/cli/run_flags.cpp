@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "base/thread_pool.h"
+#include "cli/ranks.h"
 
 namespace flint::cli {
 
@@ -30,7 +31,7 @@ QuantSimulation RunFlags::apply() const {
   } catch (const Error& e) {
     throw UsageError("--log-level: {}", e.what());
   }
-  set_thread_count(static_cast<size_t>(threads));
+  set_thread_count(threads_for_this_rank(threads));
   return sim;
 }
 

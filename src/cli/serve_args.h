@@ -177,6 +177,8 @@ struct FlintArgs {
   std::string log_level = "info";
   QuantSimulation quant_simulation = QuantSimulation::kOfficial;
   bool enable_debug_replay = false;  // requests may replace the model's output (tests only)
+  double collective_timeout = 300;   // seconds a collective across ranks may wait
+  std::string debug_fault;           // RANK:fail|stall|die:STEP|start-up (tests only)
 };
 
 // A flag as given on the command line, for the explanation lines.

@@ -52,10 +52,8 @@ using F = std::string_view;
 using V = std::string_view;
 
 std::string explain_tp(const ServeArgs& a, const MachineInfo& m) {
-  return fmt::format(
-      "flint will split each layer over {} MPI ranks; this process is a single rank, so the "
-      "model runs on 1 rank with {} threads",
-      a.parallel.tensor_parallel_size, effective_threads(a, m));
+  return fmt::format("each layer split over {} MPI ranks of {} threads each",
+                     a.parallel.tensor_parallel_size, effective_threads(a, m));
 }
 
 std::string explain_memory(const ServeArgs& a, const MachineInfo& m) {
@@ -378,8 +376,9 @@ const std::vector<Row>& rows() {
        .value_name = "N",
        .default_text = "1",
        .vllm = "Split every layer's weights over N GPUs.",
-       .component = "MPI launcher",
-       .flint = "flint will split every layer over {} MPI ranks",
+       .status = Status::kApplied,
+       .flint = "flint splits every layer over {} MPI ranks (started by mpirun, or by flint "
+                "itself through mpirun on this machine; docs/parallel.md)",
        .set = [](A a, F f, V v) { a.parallel.tensor_parallel_size = int_at_least(f, v, 1); },
        .explain = explain_tp},
       {.name = "--pipeline-parallel-size",
@@ -405,9 +404,9 @@ const std::vector<Row>& rows() {
        .group = kParallel,
        .kind = Kind::kSwitch,
        .vllm = "Give each GPU whole MoE experts instead of a slice of every expert.",
-       .component = "MPI launcher",
-       .flint = "with several MPI ranks each rank will own whole routed experts; with this "
-                "single rank every expert is local",
+       .status = Status::kApplied,
+       .flint = "with several ranks each rank owns whole routed experts (without it, a slice "
+                "of every expert); with one rank every expert is local",
        .set = [](A a, F f, V v) { a.parallel.enable_expert_parallel = parse_bool(f, v); }},
       {.name = "--enable-eplb",
        .group = kParallel,
@@ -932,6 +931,25 @@ const std::vector<Row>& rows() {
                 "model's output (to test tool-call and reasoning parsing end to end; never in "
                 "production)",
        .set = [](A a, F f, V v) { a.flint.enable_debug_replay = parse_bool(f, v); }},
+      {.name = "--collective-timeout",
+       .group = kFlint,
+       .value_name = "SECONDS",
+       .default_text = "300",
+       .status = Status::kApplied,
+       .flint = "with several ranks, a collective (or start-up) that waits longer than {} s "
+                "prints which ranks arrived, which did not and where each waits, then stops "
+                "every rank with a non-zero status",
+       .set =
+           [](A a, F f, V v) {
+             a.flint.collective_timeout = static_cast<double>(int_at_least(f, v, 1));
+           }},
+      {.name = "--debug-fault",
+       .group = kFlint,
+       .value_name = "RANK:ACTION:STEP",
+       .status = Status::kApplied,
+       .flint = "failure tests only: rank RANK fails, stalls or dies (ACTION fail|stall|die) at "
+                "engine step STEP or at start-up (STEP start-up)",
+       .set = [](A a, F, V v) { a.flint.debug_fault = std::string(v); }},
   };
   return table;
 }

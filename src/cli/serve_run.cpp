@@ -21,6 +21,7 @@
 #include "base/thread_pool.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "cli/ranks.h"
 #include "cli/serve_args.h"
 #include "engine/engine.h"
 #include "formats/checkpoint.h"
@@ -170,8 +171,20 @@ void log_stats(const engine::EngineStats& now, const engine::EngineStats& before
 }  // namespace
 
 int run_serve(const ServeArgs& args) {
-  SignalWatcher signals;  // first: every thread started below inherits the blocked mask
-  set_thread_count(static_cast<size_t>(args.flint.threads));
+  const engine::DebugFault fault = engine::DebugFault::parse_optional(args.flint.debug_fault);
+  // Starts no thread in one process (under MPI, MPI's own).
+  Ranks ranks = Ranks::start(args.parallel.tensor_parallel_size, args.flint.collective_timeout);
+  if (!ranks.leader()) {
+    // Rank 0 serves HTTP, schedules and samples; this rank runs its part of each step.
+    set_thread_count(threads_for_this_rank(args.flint.threads));
+    auto model = ranks.load_model(args.model.path, args.parallel.enable_expert_parallel, fault);
+    engine::EngineConfig ec = engine_config(args, model->config());
+    ec.debug_fault = fault;
+    engine::follow_rank0(*model, ec, *ranks.comm(), fault);
+    return kExitOk;
+  }
+  SignalWatcher signals;  // before any thread of ours: each inherits the blocked mask
+  set_thread_count(threads_for_this_rank(args.flint.threads));
 
   server::ApiServerOptions options;
   options.http.host = args.server.host.value_or("127.0.0.1");
@@ -180,11 +193,13 @@ int run_serve(const ServeArgs& args) {
   options.version = FLINT_VERSION;
   server::ApiServer api(options);  // logs where it listens; /health is 503 until ready
 
-  auto model = dsv4::load_model(args.model.path);
+  auto model = ranks.load_model(args.model.path, args.parallel.enable_expert_parallel, fault);
   const text::Tokenizer tokenizer = text::Tokenizer::load(args.model.tokenizer.value_or(args.model.path));
   // A pointer so that the engine (whose thread runs the requests' callbacks, which use the
   // context) is stopped before the context and the metrics go away.
-  auto engine = std::make_unique<engine::Engine>(*model, engine_config(args, model->config()));
+  engine::EngineConfig ec = engine_config(args, model->config());
+  ec.debug_fault = fault;
+  auto engine = std::make_unique<engine::Engine>(*model, ec);
 
   server::ServerConfig config;
   config.served_model_names = args.server.served_model_names;

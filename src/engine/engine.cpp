@@ -97,7 +97,13 @@ void Engine::loop() {
     bool stopping = false;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stop_ || !inbox_.empty() || core_.has_work(); });
+      // Wakes at least once a second: rank 0 of a multi-rank model heartbeats while idle.
+      if (!wake_.wait_for(lock, std::chrono::seconds(1),
+                          [this] { return stop_ || !inbox_.empty() || core_.has_work(); })) {
+        lock.unlock();
+        core_.idle();
+        continue;
+      }
       inbox.swap(inbox_);
       inbox_submits_ = 0;
       stopping = stop_;

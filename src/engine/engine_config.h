@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "kernels/kv_codec.h"
 #include "model/linear.h"
@@ -36,6 +37,24 @@ struct SpeculativeConfig {
 
 const char* spec_method_name(SpecMethod m);
 
+// --debug-fault RANK:ACTION:WHEN, for the failure tests: rank RANK fails (throws an error),
+// stalls (sleeps forever) or dies (SIGKILL) at start-up (WHEN = "start-up") or before the
+// forward call of step WHEN (0-based). Off by default.
+struct DebugFault {
+  enum class Action { kNone, kFail, kStall, kDie };
+  int rank = -1;
+  Action action = Action::kNone;
+  int64_t step = -1;  // -1: at start-up
+
+  // Throws flint::Error naming the part of `spec` that does not parse.
+  static DebugFault parse(const std::string& spec);
+  static DebugFault parse_optional(const std::string& spec) {
+    return spec.empty() ? DebugFault{} : parse(spec);
+  }
+  // Acts if this is the chosen rank and moment.
+  void trigger(int rank_now, int64_t step_now) const;
+};
+
 struct EngineConfig {
   int64_t max_num_seqs = 256;           // running sequences at most
   int64_t max_num_batched_tokens = 8192;  // tokens per step at most
@@ -59,6 +78,7 @@ struct EngineConfig {
   QuantSimulation quant_simulation = QuantSimulation::kOfficial;
   SpeculativeConfig speculative;
   bool record_drafts = false;  // events carry every verified draft (a debugging aid)
+  DebugFault debug_fault;      // failure tests of tensor parallelism (tensor_parallel.h)
 };
 
 }  // namespace flint::engine

@@ -76,6 +76,13 @@ EngineCore::EngineCore(const dsv4::Model& model, EngineConfig config)
       cache_(model.config(), cache_options(model, config_)),
       scheduler_(config_, cache_),
       proposer_(config_.speculative.enabled() ? make_proposer(model, config_) : nullptr) {
+  if (comm_size(model.comm()) > 1) {
+    if (cache_.options().disk) {
+      throw Error("--kv-offloading-size with --tensor-parallel-size {} is not supported yet",
+                  comm_size(model.comm()));
+    }
+    ranks_ = std::make_unique<StepSender>(*model.comm(), cache_, config_.debug_fault);
+  }
   if (proposer_) {
     scheduler_.set_min_uncomputed(proposer_->context_window());
     stats_.spec_verified_at.assign(static_cast<size_t>(config_.speculative.num_tokens), 0);
@@ -209,6 +216,10 @@ std::optional<RequestOutput> EngineCore::abort(const std::string& id) {
   return ev;
 }
 
+void EngineCore::idle() {
+  if (ranks_) ranks_->heartbeat();
+}
+
 std::vector<RequestOutput> EngineCore::step() {
   Stopwatch total;
   std::vector<RequestOutput> events;
@@ -245,6 +256,13 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     batch.push_back({&cache_.sequence(*seq.kv), tokens, s.num_drafts > 0,
                      s.num_drafts > 0 ? &undos[i] : nullptr});
+  }
+  if (ranks_) {
+    std::vector<StepItem> items;
+    for (size_t i = 0; i < batch.size(); ++i)
+      items.push_back({*out.scheduled[i].seq->kv, batch[i].tokens, batch[i].all_logits,
+                       batch[i].undo != nullptr});
+    ranks_->forward(items);
   }
   dsv4::ForwardTrace trace;
   const bool tracing = proposer_ && proposer_->wants_trace();
@@ -378,6 +396,7 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
     }
     seq.draft.clear();
     if (seq.finished) continue;  // its KV is freed below
+    if (ranks_) ranks_->rollback(d.index, keep);
     model_.rollback(cache_.sequence(*seq.kv), undos[d.index], keep, config_.quant_simulation);
     seq.num_computed += d.accepted;
     cache_.commit(*seq.kv, std::span<const int32_t>(seq.tokens)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "engine/sequence.h"
 #include "engine/speculative/adaptive.h"
 #include "engine/speculative/proposer.h"
+#include "engine/tensor_parallel.h"
 #include "kv/kv_cache.h"
 #include "model/deepseek_v4/model.h"
 
@@ -72,6 +74,9 @@ class EngineCore {
   std::optional<RequestOutput> abort(const std::string& id);
 
   bool has_work() const { return !scheduler_.running().empty() || !scheduler_.waiting().empty(); }
+  // Called by the engine thread while idle (about once a second): with the model on several
+  // ranks, tells the others that rank 0 lives.
+  void idle();
   std::vector<RequestOutput> step();
   EngineStats stats() const;
 
@@ -106,12 +111,20 @@ class EngineCore {
   std::vector<float> row_, raw_row_;  // scratch logits rows for forked samples
   std::unique_ptr<Proposer> proposer_;  // null without speculative decoding
   std::unique_ptr<AdaptiveVerifier> adaptive_;
+  std::unique_ptr<StepSender> ranks_;  // the model runs on several ranks (rank 0 here)
   std::unordered_map<const Sequence*, std::vector<DraftRecord>> draft_log_;  // record_drafts
 };
 
 // One line on speculative decoding: acceptance overall and per draft position, mean
 // accepted length, drafting time.
 std::string describe_speculation(const EngineStats& s);
+
+// Adaptive verification's cost table: times forward calls of 1 .. max_tokens tokens on a
+// private sequence (medians of three) and hands each to `observe` (may be null: the other
+// ranks of a split model make the same calls without timing them).
+void profile_forward_times(const dsv4::Model& model, int64_t max_tokens, kernels::KvDtype dtype,
+                           QuantSimulation sim,
+                           const std::function<void(int64_t, double)>& observe);
 
 // The pool size in pages for `config` (kv_cache_pages, or kv_cache_bytes / page bytes).
 int64_t kv_pool_pages(const dsv4::Config& model, const EngineConfig& config);

@@ -104,34 +104,43 @@ void EngineCore::choose_drafts() {
   adaptive_->choose(drafts, plain);
 }
 
-void EngineCore::profile_steps() {
+void profile_forward_times(const dsv4::Model& model, int64_t max_tokens, kernels::KvDtype dtype,
+                           QuantSimulation sim,
+                           const std::function<void(int64_t, double)>& observe) {
   // Forward time at the token counts a decode step with drafts has (one sequence of t
-  // tokens: the weights are read once per step either way), medians of three; real steps
-  // refine the table as they run. The tokens differ, as a draft's do: on MoE layers each
-  // brings its own experts (a repeated token would read one set and look cheap).
-  const int64_t max_t = 2 * (config_.speculative.num_tokens + 1);
-  std::vector<int32_t> tokens(static_cast<size_t>(max_t));
-  const int64_t vocab = model_.config().vocab_size;
-  for (int64_t i = 0; i < max_t; ++i)
+  // tokens: the weights are read once per step either way), medians of three. The tokens
+  // differ, as a draft's do: on MoE layers each brings its own experts (a repeated token
+  // would read one set and look cheap).
+  std::vector<int32_t> tokens(static_cast<size_t>(max_tokens));
+  const int64_t vocab = model.config().vocab_size;
+  for (int64_t i = 0; i < max_tokens; ++i)
     tokens[static_cast<size_t>(i)] = static_cast<int32_t>((1 + i * 7919) % vocab);
-  dsv4::SequenceState st = model_.new_sequence(config_.kv_dtype);
+  dsv4::SequenceState st = model.new_sequence(dtype);
   std::vector<int32_t> warm(64, 0);
   dsv4::ForwardRequest pre{&st, warm, false, nullptr};
-  model_.forward({&pre, 1}, config_.quant_simulation);
-  for (int64_t t = 1; t <= max_t; ++t) {
+  model.forward({&pre, 1}, sim);
+  for (int64_t t = 1; t <= max_tokens; ++t) {
     double times[3];
     for (double& x : times) {
       dsv4::KvUndo undo;
       dsv4::ForwardRequest req{&st, std::span<const int32_t>(tokens).first(static_cast<size_t>(t)),
                                true, &undo};
       Stopwatch clock;
-      model_.forward({&req, 1}, config_.quant_simulation);
+      model.forward({&req, 1}, sim);
       x = clock.seconds();
-      model_.rollback(st, undo, 0, config_.quant_simulation);
+      model.rollback(st, undo, 0, sim);
     }
     std::sort(std::begin(times), std::end(times));
-    adaptive_->cost().observe(t, times[1]);
+    if (observe) observe(t, times[1]);
   }
+}
+
+void EngineCore::profile_steps() {
+  // Real steps refine the table as they run.
+  const int64_t max_t = 2 * (config_.speculative.num_tokens + 1);
+  if (ranks_) ranks_->profile(max_t, config_.kv_dtype);
+  profile_forward_times(model_, max_t, config_.kv_dtype, config_.quant_simulation,
+                        [&](int64_t t, double seconds) { adaptive_->cost().observe(t, seconds); });
 }
 
 }  // namespace flint::engine

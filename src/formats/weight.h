@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "formats/dtype.h"
 
@@ -36,10 +37,19 @@ struct WeightMatrix {
   bool empty() const { return data == nullptr; }
   // Bytes of data plus scales (what a matmul streams from memory).
   uint64_t nbytes() const;
+  uint64_t data_bytes() const;
+  uint64_t scale_bytes() const;
   // Writes rows [row_begin, row_end) as float32 to `out` ((row_end - row_begin) * cols).
   void dequantize_rows(int64_t row_begin, int64_t row_end, float* out) const;
   // A view of rows [row_begin, row_end): row_begin must be a multiple of 128 for kFp8Block128.
   WeightMatrix row_slice(int64_t row_begin, int64_t row_end) const;
+  // Whether row_slice / copy_columns can cut at `row` / `col` (the format's block grid).
+  bool can_cut_rows_at(int64_t row) const;
+  bool can_cut_columns_at(int64_t col) const;
+  // Columns [col_begin, col_end) copied into `storage` (resized; the result views it): a
+  // row-major matrix has no column view. Both ends must be cuttable.
+  WeightMatrix copy_columns(int64_t col_begin, int64_t col_end,
+                            std::vector<std::byte>& storage) const;
 };
 
 }  // namespace flint

@@ -77,7 +77,7 @@ const KvCache::Seq& KvCache::seq(SeqId id) const {
   return *it->second;
 }
 
-KvCache::SeqId KvCache::open(std::string salt) {
+KvCache::SeqId KvCache::do_open(std::string salt) {
   auto s = std::make_unique<Seq>();
   s->kv = std::make_unique<PagedSequence>(config_, layout_, pool_);
   s->salt = std::move(salt);
@@ -92,7 +92,7 @@ void KvCache::release_page(int32_t& page) {
   page = -1;
 }
 
-void KvCache::close(SeqId id) {
+void KvCache::do_close(SeqId id) {
   Seq& s = seq(id);
   // Last blocks first, so that under pressure a prompt's tail is evicted before its head.
   for (int64_t b = s.kv->num_blocks() - 1; b >= 0; --b) {
@@ -138,8 +138,8 @@ bool KvCache::slot_available(uint64_t hash, const CachedBlock* b, int32_t slot) 
   return disk_ != nullptr && disk_->contains(disk_key(hash, slot));
 }
 
-int64_t KvCache::restore_prefix(SeqId id, std::span<const int32_t> tokens,
-                                int64_t min_uncomputed) {
+int64_t KvCache::do_restore_prefix(SeqId id, std::span<const int32_t> tokens,
+                                   int64_t min_uncomputed) {
   Seq& s = seq(id);
   FLINT_CHECK(s.kv->length() == 0 && s.kv->num_blocks() == 0);
   stats_.prefix_queries += static_cast<int64_t>(tokens.size());
@@ -269,7 +269,7 @@ int64_t KvCache::pages_needed(SeqId id, int64_t n) const {
   return std::max<int64_t>(0, blocks - s.kv->num_blocks()) * layout_.pages_per_block();
 }
 
-bool KvCache::reserve(SeqId id, int64_t n) {
+bool KvCache::do_reserve(SeqId id, int64_t n) {
   Seq& s = seq(id);
   const int64_t need = pages_needed(id, n);
   if (need > pool_.num_free()) return false;
@@ -311,7 +311,11 @@ void KvCache::register_block(Seq& s, int64_t block, uint64_t hash, uint64_t pare
   }
 }
 
-void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
+int64_t KvCache::hashed_tokens(SeqId id) const {
+  return static_cast<int64_t>(seq(id).hashes.size()) * layout_.block_size;
+}
+
+void KvCache::do_commit(SeqId id, std::span<const int32_t> tokens) {
   Seq& s = seq(id);
   const int64_t bs = layout_.block_size, len = s.kv->length();
   FLINT_CHECK(static_cast<int64_t>(tokens.size()) >= len);
@@ -331,8 +335,8 @@ void KvCache::commit(SeqId id, std::span<const int32_t> tokens) {
   }
 }
 
-std::optional<KvCache::SeqId> KvCache::fork(SeqId id) {
-  const SeqId child_id = open(seq(id).salt);
+std::optional<KvCache::SeqId> KvCache::do_fork(SeqId id) {
+  const SeqId child_id = do_open(seq(id).salt);
   Seq& src = seq(id);
   Seq& child = seq(child_id);
   const int64_t bs = layout_.block_size, full = src.kv->length() / bs;
@@ -352,7 +356,7 @@ std::optional<KvCache::SeqId> KvCache::fork(SeqId id) {
       }
       const int32_t copy = pool_.allocate();
       if (copy < 0) {
-        close(child_id);
+        do_close(child_id);
         return std::nullopt;
       }
       std::memcpy(pool_.data(copy), pool_.data(page), static_cast<size_t>(layout_.page_bytes));

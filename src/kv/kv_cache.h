@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kv/disk_tier.h"
@@ -81,6 +82,17 @@ class KvCache {
   // copied. nullopt if the pool cannot hold the copy.
   std::optional<SeqId> fork(SeqId id);
 
+  // Replication across ranks (tensor parallelism: every rank keeps the whole cache, docs/
+  // parallel.md). With recording on, every call that changes the cache (open, close,
+  // restore_prefix, reserve, commit, fork) is appended to a journal with its result; another
+  // rank's cache, built with the same options, replays it in order and so holds the same
+  // sequence ids, pages and prefix blocks. take_journal() hands over what was recorded.
+  void set_recording(bool on) { recording_ = on; }
+  std::vector<uint8_t> take_journal() { return std::exchange(journal_, {}); }
+  // Throws flint::Error if a replayed call's result differs from the recorded one (the
+  // caches diverged: a bug, reported rather than computed on).
+  void replay(std::span<const uint8_t> journal);
+
   dsv4::SequenceKv& sequence(SeqId id);
   int64_t length(SeqId id) const;
   KvCacheStats stats() const;
@@ -94,8 +106,16 @@ class KvCache {
     std::string salt;
     std::vector<int32_t> pages;  // per slot; -1 once evicted
   };
+  // The implementations of the public calls of the same names (these record them).
+  SeqId do_open(std::string salt);
+  void do_close(SeqId id);
+  int64_t do_restore_prefix(SeqId id, std::span<const int32_t> tokens, int64_t min_uncomputed);
+  bool do_reserve(SeqId id, int64_t n);
+  void do_commit(SeqId id, std::span<const int32_t> tokens);
+  std::optional<SeqId> do_fork(SeqId id);
   Seq& seq(SeqId id);
   const Seq& seq(SeqId id) const;
+  int64_t hashed_tokens(SeqId id) const;  // tokens of the blocks commit has hashed
   uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens,
                       const std::string& salt) const;
   const CachedBlock* find(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
@@ -109,8 +129,15 @@ class KvCache {
   void write_to_disk(uint64_t hash, const CachedBlock& block, int32_t slot, int32_t page);
   void release_page(int32_t& page);
 
+  enum class Op : uint8_t { kOpen, kClose, kRestore, kReserve, kCommit, kFork };
+  // Starts a journal entry for `op` if recording and not inside another recorded call.
+  bool record(Op op);
+
   dsv4::Config config_;
   KvCacheOptions options_;
+  bool recording_ = false;
+  int nested_ = 0;  // > 0 inside a recorded call (fork opens a sequence: one entry, not two)
+  std::vector<uint8_t> journal_;
   KvLayout layout_;
   PagePool pool_;
   std::unique_ptr<DiskTier> disk_;

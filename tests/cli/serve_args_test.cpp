@@ -396,10 +396,9 @@ TEST(ServeArgs, EachGivenFlagExplainsItselfOnce) {
       return l.starts_with(flag + " ") || l.starts_with(flag + ":");
     });
   };
-  EXPECT_NE(line_of("--tensor-parallel-size")
-                .find("single rank, so the model runs on 1 rank with "
-                      "2 threads"),
-            std::string::npos);
+  EXPECT_NE(line_of("--tensor-parallel-size").find("split over 8 MPI ranks of 2 threads each"),
+            std::string::npos)
+      << line_of("--tensor-parallel-size");
   EXPECT_NE(line_of("--gpu-memory-utilization").find("0.85 x 24.00 GiB = 20.40 GiB"),
             std::string::npos)
       << line_of("--gpu-memory-utilization");
@@ -485,6 +484,8 @@ TEST(ServeArgs, EveryFlagParsesAndExplainsItself) {
       {"--max-waiting-requests", {"--max-waiting-requests", "64"}},
       {"--shutdown-timeout", {"--shutdown-timeout", "5"}},
       {"--enable-debug-replay", {"--enable-debug-replay"}},
+      {"--collective-timeout", {"--collective-timeout", "30"}},
+      {"--debug-fault", {"--debug-fault", "1:stall:3"}},
   };
   for (const auto& name : serve_flag_names()) {
     auto sample = samples.find(name);

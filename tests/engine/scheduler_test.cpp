@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "base/error.h"
 #include "engine/scheduler.h"
 #include "model/deepseek_v4/tiny_checkpoint.h"
 
@@ -151,6 +152,27 @@ TEST(Scheduler, RemoveReleasesEverything) {
   EXPECT_EQ(sim.cache->num_free_pages(), 4000);
   EXPECT_TRUE(sim.scheduler->running().empty());
   EXPECT_TRUE(sim.scheduler->waiting().empty());
+}
+
+}  // namespace
+}  // namespace flint::engine
+
+namespace flint::engine {
+namespace {
+
+TEST(DebugFault, ParsesAndRefuses) {
+  const DebugFault f = DebugFault::parse("1:stall:3");
+  EXPECT_EQ(f.rank, 1);
+  EXPECT_EQ(f.action, DebugFault::Action::kStall);
+  EXPECT_EQ(f.step, 3);
+  EXPECT_EQ(DebugFault::parse("0:die:start-up").step, -1);
+  EXPECT_EQ(DebugFault::parse_optional("").action, DebugFault::Action::kNone);
+  for (const char* bad : {"1:stall", "x:die:3", "1:explode:3", "1:fail:-4", "-1:fail:2"})
+    EXPECT_THROW(DebugFault::parse(bad), Error) << bad;
+  // Not this rank or not this step: nothing happens; the failure is an error.
+  EXPECT_NO_THROW(f.trigger(0, 3));
+  EXPECT_NO_THROW(DebugFault::parse("0:fail:2").trigger(0, 1));
+  EXPECT_THROW(DebugFault::parse("0:fail:2").trigger(0, 2), Error);
 }
 
 }  // namespace

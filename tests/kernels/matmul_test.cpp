@@ -146,6 +146,52 @@ void for_each_isa(Body body) {
   set_matmul_isa("");
 }
 
+// Tensor parallelism keeps column slices of row-parallel weights as copies (shard.h): each
+// format's slice must hold exactly the original's elements, scales included.
+TEST(WeightMatrix, CopyColumnsKeepsEveryElement) {
+  struct Case {
+    WeightFormat format;
+    DType scale;
+    int64_t rows, cols, c0, c1;
+  };
+  const Case cases[] = {{WeightFormat::kBF16, DType::F8_E8M0, 5, 70, 3, 41},
+                        {WeightFormat::kF32, DType::F8_E8M0, 3, 20, 0, 7},
+                        {WeightFormat::kFp8Block128, DType::F8_E8M0, 200, 384, 128, 384},
+                        {WeightFormat::kFp8Block128, DType::F32, 130, 300, 128, 300},
+                        {WeightFormat::kFp8Block128, DType::F8_E8M0, 129, 512, 0, 256},
+                        {WeightFormat::kFp4Mx32, DType::F8_E8M0, 7, 256, 64, 160}};
+  for (const Case& k : cases) {
+    const Owned o = make(k.format, k.rows, k.cols, 7, k.scale);
+    ASSERT_TRUE(o.w.can_cut_columns_at(k.c0) && o.w.can_cut_columns_at(k.c1));
+    std::vector<std::byte> storage;
+    const WeightMatrix part = o.w.copy_columns(k.c0, k.c1, storage);
+    ASSERT_EQ(part.cols, k.c1 - k.c0);
+    ASSERT_EQ(part.nbytes(), storage.size());
+    std::vector<float> got(size_t(part.rows * part.cols));
+    part.dequantize_rows(0, part.rows, got.data());
+    for (int64_t r = 0; r < k.rows; ++r) {
+      for (int64_t c = 0; c < part.cols; ++c) {
+        const double want = element(o, r, k.c0 + c);
+        const float g = got[size_t(r * part.cols + c)];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(g));
+        } else {
+          ASSERT_EQ(g, static_cast<float>(want))
+              << weight_format_name(k.format) << " row " << r << " col " << c;
+        }
+      }
+    }
+  }
+  // Cuts inside a scale block are refused.
+  const Owned fp8 = make(WeightFormat::kFp8Block128, 128, 256, 1);
+  EXPECT_FALSE(fp8.w.can_cut_columns_at(64));
+  EXPECT_FALSE(fp8.w.can_cut_rows_at(64));
+  EXPECT_TRUE(fp8.w.can_cut_rows_at(128));
+  const Owned fp4 = make(WeightFormat::kFp4Mx32, 4, 128, 1);
+  EXPECT_FALSE(fp4.w.can_cut_columns_at(48));
+  EXPECT_TRUE(fp4.w.can_cut_columns_at(96));
+}
+
 TEST(Matmul, EveryFormatMatchesDefinition) {
   // n = 1..4 take the decode path, 5 and 9 the tiled one; widths cross 512-column blocks,
   // and 70, 300 and 1100 end in partial vectors or partial FP8 blocks.

@@ -1,4 +1,6 @@
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/shard.h"
+#include "model/deepseek_v4/tiny_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -144,6 +146,36 @@ TEST(Config, ImplausibleSizesAreRefusedBeforeAnythingIsAllocated) {
 
 TEST(Config, MissingFileIsAnError) {
   EXPECT_THROW(load_config("/nonexistent/flint/checkpoint"), Error);
+}
+
+}  // namespace
+}  // namespace flint::dsv4
+
+namespace flint::dsv4 {
+namespace {
+
+// Tensor parallelism refuses, naming the field, a split the checkpoint's shapes do not allow.
+TEST(Shard, RefusesSplitsTheShapesDoNotAllow) {
+  const Config tiny = tiny_preset("tiny");
+  auto message = [](const Config& c, ShardPlan p) {
+    try {
+      check_shardable(c, p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message(tiny, {0, 2, false}), "");
+  EXPECT_EQ(message(tiny, {1, 2, true}), "");
+  EXPECT_NE(message(tiny, {0, 3, false}).find("does not divide num_attention_heads = 4"),
+            std::string::npos);
+  EXPECT_NE(message(tiny, {0, 4, true}).find("o_groups"), std::string::npos);  // 2 groups
+  Config c = tiny;
+  c.moe_intermediate_size = 192;  // 96 rows per rank: inside an FP8 block of 128
+  EXPECT_NE(message(c, {0, 2, false}).find("moe_intermediate_size"), std::string::npos);
+  c = tiny;
+  c.n_routed_experts = 5;  // with expert parallelism, whole experts
+  EXPECT_NE(message(c, {0, 2, true}).find("n_routed_experts"), std::string::npos);
 }
 
 }  // namespace

@@ -80,8 +80,11 @@ struct Projections {
 
 void attention_forward(const AttentionWeights& w, const Config& c, const LayerRope& rope,
                        std::span<const Segment> segments, const float* x, int64_t N, float* out,
-                       QuantSimulation sim) {
-  const int64_t heads = c.num_attention_heads, hd = c.head_dim, rd = c.qk_rope_head_dim;
+                       QuantSimulation sim, Comm* comm) {
+  // Under tensor parallelism the weights hold this rank's heads, groups and indexer heads
+  // (shard.h); their shapes say how many.
+  const int64_t hd = c.head_dim, rd = c.qk_rope_head_dim;
+  const int64_t heads = w.wq_b.out_features() / hd;
   const int64_t win = c.sliding_window, ratio = w.compress_ratio;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const bool official = sim == QuantSimulation::kOfficial;
@@ -99,7 +102,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     calls.push_back({&cw.wkv, x, N, p.ckv.data()});
     calls.push_back({&cw.wgate, x, N, p.cgate.data()});
   }
-  const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+  const int64_t ihd = c.index_head_dim;
+  const int64_t ih = w.indexer ? w.indexer->weights_proj.out_features() : 0;
   if (w.indexer) {
     const IndexerWeights& iw = *w.indexer;
     p.iw.resize(static_cast<size_t>(N * ih));
@@ -121,8 +125,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   forward_many(calls, sim);
   kernels::rms_norm(p.q.data(), nullptr, N * heads, hd, eps, p.q.data());
   if (w.indexer) {
-    const float wscale =
-        1.0f / std::sqrt(static_cast<float>(ihd)) / std::sqrt(static_cast<float>(ih));
+    const float wscale = 1.0f / std::sqrt(static_cast<float>(ihd)) /
+                         std::sqrt(static_cast<float>(c.index_n_heads));
     for (auto& v : p.iw) v *= wscale;
   }
 
@@ -180,30 +184,41 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
       index_keys.resize(static_cast<size_t>(max_visible * c.index_head_dim));
       st.read_index_keys(0, max_visible, index_keys.data());
     }
-    if (ratio > 0) {
+    if (ratio > 0 && !w.indexer) {
+      for (int64_t t = 0; t < seg.n; ++t) {
+        auto& sel = selected[static_cast<size_t>(t)];
+        sel.resize(static_cast<size_t>((seg.pos0 + t + 1) / ratio));
+        for (size_t k = 0; k < sel.size(); ++k) sel[k] = static_cast<int32_t>(k);
+      }
+    } else if (w.indexer) {
+      // Index scores of every (token, visible entry), summed over this rank's indexer heads
+      // (then over the ranks'), then each token's top-k. Token t sees (pos0 + t + 1) / ratio
+      // entries: its scores start at first[t].
+      std::vector<int64_t> first(static_cast<size_t>(seg.n + 1), 0);
+      for (int64_t t = 0; t < seg.n; ++t)
+        first[static_cast<size_t>(t + 1)] = first[static_cast<size_t>(t)] + (seg.pos0 + t + 1) / ratio;
+      std::vector<float> scores(static_cast<size_t>(first.back()));
       parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
-        std::vector<float> scores;
         for (size_t t = b; t < e; ++t) {
-          const int64_t pos = seg.pos0 + static_cast<int64_t>(t);
-          const int64_t visible = (pos + 1) / ratio;
-          auto& sel = selected[t];
-          if (!w.indexer) {
-            sel.resize(static_cast<size_t>(visible));
-            for (int64_t k = 0; k < visible; ++k)
-              sel[static_cast<size_t>(k)] = static_cast<int32_t>(k);
-            continue;
-          }
+          const int64_t visible = first[t + 1] - first[t];
           const float* iq = p.iq.data() + (seg.row + static_cast<int64_t>(t)) * ih * ihd;
           const float* iw = p.iw.data() + (seg.row + static_cast<int64_t>(t)) * ih;
-          scores.assign(static_cast<size_t>(visible), 0.0f);
+          float* st_t = scores.data() + first[t];
           for (int64_t k = 0; k < visible; ++k) {
             const float* key = index_keys.data() + k * ihd;
             float s = 0.0f;
             for (int64_t h = 0; h < ih; ++h)
               s += std::max(0.0f, kernels::dot(iq + h * ihd, key, ihd)) * iw[h];
-            scores[static_cast<size_t>(k)] = s;
+            st_t[k] = s;
           }
-          kernels::topk(scores.data(), visible, c.index_topk, sel);
+        }
+      });
+      if (comm_size(comm) > 1 && !scores.empty())
+        comm->all_reduce_sum(scores.data(), scores.size(), "indexer scores");
+      parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
+        for (size_t t = b; t < e; ++t) {
+          kernels::topk(scores.data() + first[t], first[t + 1] - first[t], c.index_topk,
+                        selected[t]);
         }
       });
     }
@@ -260,7 +275,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   }
 
   // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g, then wo_b.
-  const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
+  const int64_t rank = c.o_lora_rank, groups = w.wo_a.out_features() / rank,
+                group_in = heads * hd / groups;
   std::vector<float> group_x(static_cast<size_t>(N * group_in));
   std::vector<float> group_y(static_cast<size_t>(N * rank));
   std::vector<float> low(static_cast<size_t>(N * groups * rank));
@@ -279,6 +295,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     }
   }
   w.wo_b.forward(low.data(), N, out, sim);
+  if (comm_size(comm) > 1) comm->all_reduce_sum(out, static_cast<size_t>(N * c.hidden_size),
+                                                "attention output");
 }
 
 void attention_rollback(const AttentionWeights& w, const Config& c, const LayerRope& rope,

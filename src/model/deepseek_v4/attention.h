@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "base/comm.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/kv_store.h"
@@ -45,9 +46,11 @@ LayerRope layer_rope(const Config& c, int64_t compress_ratio);
 
 // x: [N, H] normalised inputs of all segments; out: [N, H]. Appends each segment's rows to
 // its store (rounded to the store's format before use, so stored and fresh rows agree).
+// With `comm` (tensor parallelism, shard.h) the weights hold this rank's heads: the indexer
+// scores and the output are summed over the ranks, and every rank gets the whole `out`.
 void attention_forward(const AttentionWeights& w, const Config& c, const LayerRope& rope,
                        std::span<const Segment> segments, const float* x, int64_t n_rows,
-                       float* out, QuantSimulation sim);
+                       float* out, QuantSimulation sim, Comm* comm = nullptr);
 
 // Undoes a recorded segment's tokens beyond its first `keep` in `store` (compressors and
 // entries; window rows of later positions are simply never read).

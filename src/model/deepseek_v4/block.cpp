@@ -10,7 +10,7 @@ namespace flint::dsv4 {
 
 void block_forward(const BlockWeights& w, const Config& c, const LayerRope& rope,
                    std::span<const Segment> segments, const int32_t* tokens, float* streams,
-                   int64_t n, QuantSimulation sim) {
+                   int64_t n, QuantSimulation sim, Comm* comm) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> x(static_cast<size_t>(n * H)), y(x.size());
@@ -19,13 +19,13 @@ void block_forward(const BlockWeights& w, const Config& c, const LayerRope& rope
 
   hc_pre(w.hc_attn, c, residual.data(), n, x.data(), mix);
   kernels::rms_norm(x.data(), w.attn_norm.data(), n, H, eps, x.data());
-  attention_forward(w.attn, c, rope, segments, x.data(), n, y.data(), sim);
+  attention_forward(w.attn, c, rope, segments, x.data(), n, y.data(), sim, comm);
   hc_post(c, y.data(), residual.data(), mix, n, streams);
 
   residual.assign(streams, streams + n * hc * H);
   hc_pre(w.hc_ffn, c, residual.data(), n, x.data(), mix);
   kernels::rms_norm(x.data(), w.ffn_norm.data(), n, H, eps, x.data());
-  moe_forward(w.ffn, c, x.data(), tokens, n, y.data(), sim);
+  moe_forward(w.ffn, c, x.data(), tokens, n, y.data(), sim, comm);
   hc_post(c, y.data(), residual.data(), mix, n, streams);
 }
 

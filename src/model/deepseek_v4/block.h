@@ -17,6 +17,6 @@ namespace flint::dsv4 {
 // this layer's state. tokens: [n] ids (hash routing).
 void block_forward(const BlockWeights& w, const Config& c, const LayerRope& rope,
                    std::span<const Segment> segments, const int32_t* tokens, float* streams,
-                   int64_t n, QuantSimulation sim);
+                   int64_t n, QuantSimulation sim, Comm* comm = nullptr);
 
 }  // namespace flint::dsv4

@@ -89,7 +89,7 @@ DSparkBlockOutput DSparkDraft::block(std::span<const DSparkBlockInput> batch,
   std::vector<float> x = out.hidden;
   kernels::rms_norm(x.data(), weights_.norm.data(), n, H, static_cast<float>(c.rms_norm_eps),
                     x.data());
-  out.logits = target_.head_logits(x.data(), n);
+  out.logits = target_.head_logits_here(x.data(), n);
   return out;
 }
 

@@ -92,7 +92,7 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
     }
     block_forward(weights_.layers[static_cast<size_t>(layer)], c,
                   ropes_[static_cast<size_t>(layer)], segments, tokens.data(), streams.data(), n,
-                  sim);
+                  sim, parallel_.comm);
     for (int64_t k = 0; k < n_means; ++k) {
       if (trace->mean_of_layers[static_cast<size_t>(k)] != layer) continue;
       for (int64_t r = 0; r < n_captured; ++r) {
@@ -141,10 +141,40 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
   return head_logits(x.data(), m);
 }
 
-std::vector<float> Model::head_logits(float* x, int64_t m) const {
+std::vector<float> Model::head_logits_here(float* x, int64_t m) const {
   std::vector<float> logits(static_cast<size_t>(m * config_.vocab_size));
-  kernels::matmul(weights_.head, x, m, logits.data());
+  kernels::matmul(comm_size(parallel_.comm) > 1 ? full_head_ : weights_.head, x, m,
+                  logits.data());
   return logits;
+}
+
+std::vector<float> Model::head_logits(float* x, int64_t m) const {
+  const int64_t V = config_.vocab_size;
+  const int ranks = comm_size(parallel_.comm);
+  if (ranks == 1) return head_logits_here(x, m);
+  std::vector<float> logits(static_cast<size_t>(m * V));
+  // Each rank has the head's rows of its vocabulary slice: gather [rank][m][V / ranks] and
+  // interleave into rows of the whole vocabulary.
+  const int64_t part = weights_.head.rows;
+  std::vector<float> mine(static_cast<size_t>(m * part)), all(static_cast<size_t>(m * V));
+  kernels::matmul(weights_.head, x, m, mine.data());
+  parallel_.comm->all_gather(mine.data(), mine.size(), all.data(), "logits");
+  for (int r = 0; r < ranks; ++r) {
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(&logits[static_cast<size_t>(i * V + r * part)],
+                  &all[static_cast<size_t>((r * m + i) * part)],
+                  static_cast<size_t>(part) * sizeof(float));
+    }
+  }
+  return logits;
+}
+
+void Model::distribute(const ModelParallel& parallel) {
+  const ShardPlan plan{comm_rank(parallel.comm), comm_size(parallel.comm), parallel.expert_parallel};
+  full_head_ = weights_.head;
+  shard_target(weights_, config_, plan, shard_buffers_);
+  parallel_ = parallel;
+  touch_pages(weights_);
 }
 
 void Model::rollback(SequenceKv& state, const KvUndo& undo, int64_t keep,
@@ -170,13 +200,23 @@ LoadedComponent load_component(const std::shared_ptr<const Checkpoint>& checkpoi
   return out;
 }
 
-std::unique_ptr<Model> load_model(const std::filesystem::path& dir, const LoadOptions& options) {
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, const LoadOptions& options,
+                                  const ModelParallel& parallel) {
   Config config = load_config(dir);
+  const bool sharded = comm_size(parallel.comm) > 1;
+  if (sharded) {
+    check_shardable(config, {comm_rank(parallel.comm), comm_size(parallel.comm),
+                             parallel.expert_parallel});
+  }
   auto checkpoint = std::make_shared<const Checkpoint>(Checkpoint::open(dir));
-  LoadedComponent target = load_component(checkpoint, config, Component::kTarget, options);
+  // A rank reads only its part: the pages are read after sharding (Model::distribute).
+  LoadOptions load = options;
+  if (sharded) load.read_pages = false;
+  LoadedComponent target = load_component(checkpoint, config, Component::kTarget, load);
   check_load_report(target.report);
   auto model = std::make_unique<Model>(std::move(config), target.params);
   model->set_checkpoint(std::move(checkpoint));
+  if (sharded) model->distribute(parallel);
   return model;
 }
 

@@ -18,6 +18,7 @@
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/params.h"
+#include "model/deepseek_v4/shard.h"
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/linear.h"
@@ -83,6 +84,16 @@ class Model {
   // would have made it (compressors, compressed entries and indexer keys, length).
   void rollback(SequenceKv& state, const KvUndo& undo, int64_t keep, QuantSimulation sim) const;
 
+  // Keeps this rank's part of the weights (shard.h) and runs every forward with
+  // `parallel.comm`'s collectives; every rank must make the same calls. Reads the pages of
+  // the kept weights once. Throws flint::Error if the config does not split that many ways.
+  void distribute(const ModelParallel& parallel);
+  Comm* comm() const { return parallel_.comm; }
+  const ModelParallel& parallel() const { return parallel_; }
+  // Bytes of weights this rank keeps, and of them the copies sharding made.
+  uint64_t local_weight_bytes() const { return weight_bytes(weights_); }
+  uint64_t shard_copy_bytes() const { return shard_buffers_.bytes(); }
+
   // For drafts, which share the target's embedding and head and read its checkpoint.
   const TargetWeights& weights() const { return weights_; }
   const LayerRope& rope(int64_t layer) const { return ropes_[static_cast<size_t>(layer)]; }
@@ -91,9 +102,13 @@ class Model {
   void set_checkpoint(std::shared_ptr<const Checkpoint> checkpoint) {
     checkpoint_ = std::move(checkpoint);
   }
-  // The final norm and head over hc-reduced rows x [m, H] (normalised in place): logits
-  // [m, vocab]. Shared with the drafts, whose own norm comes first.
+  // The head over normalised rows x [m, H]: logits [m, vocab]. Split over ranks, each
+  // computes its vocabulary's and they are gathered (a collective).
   std::vector<float> head_logits(float* x, int64_t m) const;
+  // The same with the whole head on this rank and no collective: for the drafts (whose own
+  // norm comes first), which run on rank 0 only when the target is split over ranks (the
+  // whole head's pages are read there when first used).
+  std::vector<float> head_logits_here(float* x, int64_t m) const;
 
  private:
   Config config_;
@@ -102,6 +117,9 @@ class Model {
   TargetWeights weights_;
   std::vector<LayerRope> ropes_;  // per layer
   uint64_t identity_ = 0;
+  ModelParallel parallel_;
+  ShardBuffers shard_buffers_;
+  WeightMatrix full_head_;  // the unsplit head (a view; equal to weights_.head on one rank)
 };
 
 // A loaded component: its parameters (views into the checkpoint) and the load report.
@@ -118,7 +136,10 @@ LoadedComponent load_component(const std::shared_ptr<const Checkpoint>& checkpoi
 
 // Opens the checkpoint at `dir`, loads the target strictly and builds the model. Throws
 // flint::Error listing every problem if the checkpoint does not fit.
+// With `parallel.comm` of more than one rank, each rank keeps and reads only its part
+// (Model::distribute).
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir,
-                                  const LoadOptions& options = {});
+                                  const LoadOptions& options = {},
+                                  const ModelParallel& parallel = {});
 
 }  // namespace flint::dsv4

@@ -100,7 +100,7 @@ void route_token(const MoEWeights& w, const Config& c, const float* logits, int3
 }
 
 void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int32_t* tokens,
-                 int64_t n, float* out, QuantSimulation sim) {
+                 int64_t n, float* out, QuantSimulation sim, Comm* comm) {
   const int64_t H = c.hidden_size, E = c.n_routed_experts, k = c.num_experts_per_tok;
   std::vector<float> logits(static_cast<size_t>(n * E));
   kernels::matmul(w.gate, x, n, logits.data());
@@ -121,6 +121,7 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
     for (int64_t i = 0; i < k; ++i) {
       int32_t e = chosen[static_cast<size_t>(t * k + i)];
       FLINT_CHECK(e >= 0 && e < E, "expert id {} out of range", e);
+      if (w.experts[static_cast<size_t>(e)].w1.weight.empty()) continue;  // another rank's
       by_expert[static_cast<size_t>(e)].push_back({t, weights[static_cast<size_t>(t * k + i)]});
     }
   }
@@ -163,6 +164,7 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
   }
   for (int64_t i = 0; i < n * H; ++i)
     out[i] = acc[static_cast<size_t>(i)] + shared[static_cast<size_t>(i)];
+  if (comm_size(comm) > 1) comm->all_reduce_sum(out, static_cast<size_t>(n * H), "MoE output");
 }
 
 }  // namespace flint::dsv4

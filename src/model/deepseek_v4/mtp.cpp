@@ -77,7 +77,7 @@ std::vector<float> MtpDraft::forward(std::span<const MtpInput> batch, QuantSimul
   hc_head(weights_.hc_head, c, picked.data(), m, x.data());
   kernels::rms_norm(x.data(), weights_.norm.data(), m, H, eps, x.data());
   if (last_streams != nullptr) *last_streams = std::move(picked);
-  return target_.head_logits(x.data(), m);
+  return target_.head_logits_here(x.data(), m);
 }
 
 std::unique_ptr<MtpDraft> load_mtp(const Model& target, const LoadOptions& options) {
