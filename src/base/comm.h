@@ -40,6 +40,7 @@ class Comm {
   // rank 0 sends each step's command (or an idle heartbeat); the others wait for it. Waiting
   // has no limit for rank 0 being busy or idle, only for silence: `silence_limit_seconds`
   // without any message from rank 0 counts as rank 0 being lost (stop with a message).
+  // An empty command means rank 0 is finishing (normally or not): the others stop following.
   virtual void send_command(const std::vector<uint8_t>& bytes) = 0;
   virtual void receive_command(std::vector<uint8_t>& bytes, double silence_limit_seconds) = 0;
 

@@ -69,4 +69,18 @@ void MappedFile::prefetch() const {
   if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_WILLNEED);
 }
 
+void MappedFile::read_touched_pages_only() const {
+  if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_RANDOM);
+}
+
+bool MappedFile::release(std::span<const std::byte> range) const {
+  if (data_ == nullptr || range.data() < data_ || range.data() + range.size() > data_ + size_)
+    return false;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(range.data()) + page - 1) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(range.data() + range.size()) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  return true;
+}
+
 }  // namespace flint

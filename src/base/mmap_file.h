@@ -28,6 +28,13 @@ class MappedFile {
 
   // Hints the kernel to read the whole file ahead (MADV_WILLNEED); cheap, asynchronous.
   void prefetch() const;
+  // Drops this process's resident pages inside `range` (whole pages only; false if the
+  // range is not in this mapping). The mapping is private and read-only: a page touched
+  // again is read back from the file, so nothing changes but the resident size.
+  bool release(std::span<const std::byte> range) const;
+  // Reads only the pages touched (MADV_RANDOM: no readahead, no mapping of neighbours):
+  // for a process that uses a part of the file (one rank's share of the weights).
+  void read_touched_pages_only() const;
 
  private:
   void reset();

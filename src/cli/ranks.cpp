@@ -97,10 +97,10 @@ void remember_command_line(int argc, char** argv) { command_line().assign(argv, 
 
 size_t threads_for_this_rank(int64_t requested) {
   if (requested > 0) return static_cast<size_t>(requested);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int ranks_here = local != nullptr ? std::max(1, std::atoi(local)) : 1;
-  return std::max<size_t>(1, cores / static_cast<unsigned>(ranks_here));
+  if (local == nullptr) return 0;  // one process: set_thread_count's one per core
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max<size_t>(1, cores / static_cast<unsigned>(std::max(1, std::atoi(local))));
 }
 
 Ranks::Ranks(Ranks&&) noexcept = default;

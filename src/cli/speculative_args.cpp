@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "base/strings.h"
 #include "cli/flags.h"
 #include "cli/serve_args_internal.h"
-#include "base/error.h"
 
 namespace flint::cli::serve_internal {
 
@@ -301,8 +301,10 @@ std::string explain_speculative(const ServeArgs& a, const MachineInfo&) {
   }
   if (s.max_model_len) text += fmt::format("; no drafting beyond {} tokens", *s.max_model_len);
   if (s.draft_tensor_parallel_size) {
-    text += fmt::format("; draft tensor parallel size {} (this process is a single rank)",
-                        *s.draft_tensor_parallel_size);
+    text += fmt::format(
+        "; draft tensor parallel size {}: the draft runs unsplit on rank 0{}",
+        *s.draft_tensor_parallel_size,
+        *s.draft_tensor_parallel_size > 1 ? " (splitting the draft is not implemented yet)" : "");
   }
   for (const auto& [key, why] : s.ignored_keys) {
     text += fmt::format("; {} ignored ({})", key, why);
@@ -327,12 +329,13 @@ engine::SpeculativeConfig engine_speculative(const SpeculativeArgs& s, const dsv
   engine::SpeculativeConfig c;
   SpecMethod method = s.method;
   if (method == SpecMethod::kAuto) {
-    method = model.dspark ? SpecMethod::kDSpark
+    method = model.dspark                         ? SpecMethod::kDSpark
              : model.num_nextn_predict_layers > 0 ? SpecMethod::kMtp
                                                   : SpecMethod::kNone;
     if (method == SpecMethod::kNone) {
-      throw Error("--speculative-config: the checkpoint has neither DSpark stages nor an MTP "
-                  "layer; give method ngram or drop the draft");
+      throw Error(
+          "--speculative-config: the checkpoint has neither DSpark stages nor an MTP "
+          "layer; give method ngram or drop the draft");
     }
   }
   switch (method) {

@@ -17,6 +17,7 @@
 
 #include "base/check.h"
 #include "base/error.h"
+#include "base/log.h"
 
 namespace flint::dist {
 
@@ -51,6 +52,14 @@ class Backoff {
   int64_t n_ = 0;
 };
 
+// Adds a collective's duration to the rank's total.
+struct Timed {
+  explicit Timed(double& total) : total_(total), start_(Clock::now()) {}
+  ~Timed() { total_ += seconds_since(start_); }
+  double& total_;
+  Clock::time_point start_;
+};
+
 // Header of a part sent up: which collective it belongs to.
 struct Header {
   uint64_t seq = 0;
@@ -69,12 +78,13 @@ std::vector<uint8_t> with_header(uint64_t seq, const char* what, const void* dat
 int g_rank_for_signal = -1;
 
 // mpirun ends the other ranks with SIGTERM when one exits abnormally (and names that rank
-// itself); say why this one stops. Only async-signal-safe calls.
+// itself), or passes on the user's interrupt: say why this one stops. Only
+// async-signal-safe calls.
 void on_sigterm(int sig) {
   char msg[160];
   const int len = std::snprintf(msg, sizeof msg,
-                                "flint rank %d: stopped by the MPI launcher: another rank exited "
-                                "or failed (the launcher's message names it)\n",
+                                "flint rank %d: stopped by the MPI launcher (interrupted, or "
+                                "another rank exited or failed: the launcher names it)\n",
                                 g_rank_for_signal);
   if (len > 0) {
     ssize_t ignored = write(2, msg, static_cast<size_t>(len));
@@ -109,7 +119,17 @@ MpiComm::MpiComm(double timeout_seconds) : timeout_(timeout_seconds) {
   std::signal(SIGTERM, on_sigterm);
 }
 
-MpiComm::~MpiComm() { MPI_Finalize(); }
+MpiComm::~MpiComm() {
+  if (rank_ == 0 && seq_ > 0) {
+    spdlog::info(
+        "rank 0: {} collectives, {:.1f} MB through rank 0, {:.2f} s in them ({:.0f} us each)", seq_,
+        static_cast<double>(bytes_) / 1e6, seconds_, seconds_ / static_cast<double>(seq_) * 1e6);
+  }
+  // An empty command: whatever rank 0 was doing is over (the engine's stop, or an error
+  // before the engine started): the others leave their wait for commands.
+  if (rank_ == 0 && size_ > 1) send_command({});
+  MPI_Finalize();
+}
 
 void MpiComm::abort_all(const std::string& why) {
   std::fflush(stdout);
@@ -246,6 +266,8 @@ void MpiComm::scatter_result(std::vector<uint8_t>& result, const char* what) {
 }
 
 void MpiComm::all_reduce_sum(float* data, size_t n, const char* what) {
+  Timed timed(seconds_);
+  bytes_ += n * sizeof(float) * static_cast<size_t>(rank_ == 0 ? size_ - 1 : 1);
   std::vector<uint8_t> mine(n * sizeof(float));
   std::memcpy(mine.data(), data, mine.size());
   std::vector<std::vector<uint8_t>> parts;
@@ -269,6 +291,8 @@ void MpiComm::all_reduce_sum(float* data, size_t n, const char* what) {
 }
 
 void MpiComm::all_gather(const float* mine, size_t n, float* all, const char* what) {
+  Timed timed(seconds_);
+  bytes_ += n * sizeof(float) * static_cast<size_t>(rank_ == 0 ? size_ * (size_ - 1) : 1);
   std::vector<uint8_t> part(n * sizeof(float));
   std::memcpy(part.data(), mine, part.size());
   std::vector<std::vector<uint8_t>> parts;

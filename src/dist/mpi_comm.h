@@ -32,7 +32,9 @@ class MpiComm final : public Comm {
  public:
   // Calls MPI_Init_thread. `timeout_seconds` bounds every collective.
   explicit MpiComm(double timeout_seconds);
-  ~MpiComm() override;  // MPI_Finalize
+  // Rank 0 logs the collectives' cost and sends the others an empty command (rank 0 is done:
+  // see Comm::receive_command); then MPI_Finalize.
+  ~MpiComm() override;
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
 
@@ -57,6 +59,8 @@ class MpiComm final : public Comm {
   int rank_ = 0, size_ = 1;
   double timeout_ = 300;
   uint64_t seq_ = 0;  // collectives entered by this rank
+  uint64_t bytes_ = 0;  // sent up by this rank or down by rank 0
+  double seconds_ = 0;  // inside the collectives (waiting included)
   // At rank 0: per rank, the last collective it arrived at (number and name).
   std::vector<uint64_t> last_seq_;
   std::vector<std::string> last_what_;

@@ -1,7 +1,10 @@
 #include "engine/tensor_parallel.h"
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -67,10 +70,19 @@ void DebugFault::trigger(int rank_now, int64_t step_now) const {
   }
 }
 
+namespace {
+
+// Engines rank 0 has started (bench runs a plain and a speculative one side by side): each
+// command names its engine, so the other ranks keep one KV cache per engine.
+std::atomic<uint32_t> g_next_engine{0};
+
+}  // namespace
+
 StepSender::StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault)
-    : comm_(comm), cache_(cache), fault_(fault) {
+    : comm_(comm), cache_(cache), fault_(fault), engine_(g_next_engine++) {
   std::vector<uint8_t> msg{kInit};
   ByteWriter w(msg);
+  w.put<uint32_t>(engine_);
   const kv::KvCacheOptions& o = cache.options();
   w.put<int64_t>(o.block_size);
   w.put<int32_t>(static_cast<int32_t>(o.dtype));
@@ -80,7 +92,7 @@ StepSender::StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault)
   cache_.set_recording(true);
 }
 
-StepSender::~StepSender() { send(kStop, {}); }
+StepSender::~StepSender() { comm_.send_command(message(kStop)); }
 
 void StepSender::flush_journal() {
   std::vector<uint8_t> journal = cache_.take_journal();
@@ -100,14 +112,22 @@ void StepSender::rollback(size_t item, int64_t keep) {
   ++num_ops_;
 }
 
-void StepSender::send(uint8_t kind, std::span<const StepItem> items) {
+std::vector<uint8_t> StepSender::message(uint8_t kind) {
   flush_journal();
   std::vector<uint8_t> msg{kind};
   ByteWriter w(msg);
+  w.put<uint32_t>(engine_);
   w.put<uint64_t>(num_ops_);
   w.put_span(std::span<const uint8_t>(ops_));
   ops_.clear();
   num_ops_ = 0;
+  return msg;
+}
+
+void StepSender::forward(std::span<const StepItem> items) {
+  fault_.trigger(0, step_++);
+  std::vector<uint8_t> msg = message(kForward);
+  ByteWriter w(msg);
   w.put<uint64_t>(items.size());
   for (const StepItem& it : items) {
     w.put<kv::KvCache::SeqId>(it.seq);
@@ -117,88 +137,109 @@ void StepSender::send(uint8_t kind, std::span<const StepItem> items) {
   comm_.send_command(msg);
 }
 
-void StepSender::forward(std::span<const StepItem> items) {
-  fault_.trigger(0, step_++);
-  send(kForward, items);
-}
-
 void StepSender::profile(int64_t max_tokens, kernels::KvDtype dtype) {
-  send(kProfile, {});
-  std::vector<uint8_t> msg;
+  std::vector<uint8_t> msg = message(kProfile);
   ByteWriter w(msg);
   w.put<int64_t>(max_tokens);
   w.put<int32_t>(static_cast<int32_t>(dtype));
   comm_.send_command(msg);
 }
 
-void StepSender::heartbeat() { send(kHeartbeat, {}); }
+void StepSender::heartbeat() { comm_.send_command(message(kHeartbeat)); }
+
+namespace {
+
+// What another rank keeps of one of rank 0's engines.
+struct FollowedEngine {
+  std::unique_ptr<kv::KvCache> cache;
+  int64_t step = 0;
+  // The last forward call's sequences and undo records, for rollbacks.
+  std::vector<kv::KvCache::SeqId> seqs;
+  std::vector<dsv4::KvUndo> undos;
+};
+
+// Runs one command of rank 0 (after its init) on `e`. Returns false for kStop.
+bool run_command(uint8_t kind, ByteReader& r, FollowedEngine& e, const dsv4::Model& model,
+                 const EngineConfig& config, Comm& comm, const DebugFault& fault) {
+  const QuantSimulation sim = config.quant_simulation;
+  const auto num_ops = r.get<uint64_t>();
+  const std::vector<uint8_t> ops = r.get_vector<uint8_t>();
+  ByteReader op(ops);
+  for (uint64_t i = 0; i < num_ops; ++i) {
+    if (op.get<uint8_t>() == kJournal) {
+      e.cache->replay(op.get_vector<uint8_t>());
+      continue;
+    }
+    const auto item = op.get<uint64_t>();
+    const auto keep = op.get<int64_t>();
+    if (item >= e.seqs.size() || e.undos[item].layers.empty())
+      throw Error("rank 0 rolls back item {} of a step that recorded no undo for it", item);
+    model.rollback(e.cache->sequence(e.seqs[item]), e.undos[item], keep, sim);
+  }
+  switch (kind) {
+    case kStop:
+      return false;
+    case kHeartbeat:
+      return true;
+    case kProfile: {
+      const auto max_tokens = r.get<int64_t>();
+      const auto dtype = static_cast<kernels::KvDtype>(r.get<int32_t>());
+      profile_forward_times(model, max_tokens, dtype, sim, nullptr);
+      return true;
+    }
+    case kForward:
+      break;
+    default:
+      throw Error("unknown command {} from rank 0", kind);
+  }
+  fault.trigger(comm.rank(), e.step++);
+  const auto n = r.get<uint64_t>();
+  std::vector<std::vector<int32_t>> tokens(n);
+  std::vector<dsv4::ForwardRequest> batch;
+  e.seqs.assign(n, 0);
+  e.undos.assign(n, {});
+  for (uint64_t i = 0; i < n; ++i) {
+    e.seqs[i] = r.get<kv::KvCache::SeqId>();
+    tokens[i] = r.get_vector<int32_t>();
+    const auto flags = r.get<uint8_t>();
+    batch.push_back({&e.cache->sequence(e.seqs[i]), tokens[i], (flags & 1) != 0,
+                     (flags & 2) != 0 ? &e.undos[i] : nullptr});
+  }
+  model.forward(batch, sim);
+  return true;
+}
+
+}  // namespace
 
 void follow_rank0(const dsv4::Model& model, const EngineConfig& config, Comm& comm,
                   const DebugFault& fault) {
   // Rank 0 heartbeats every second while idle, and between steps it only samples: silence
   // as long as a collective may wait means it is lost.
   const double silence_limit = comm.timeout_seconds();
+  std::map<uint32_t, FollowedEngine> engines;
   std::vector<uint8_t> msg;
-  comm.receive_command(msg, silence_limit);
-  ByteReader init(msg);
-  if (init.get<uint8_t>() != kInit) comm.abort_all("rank 0's first command is not the start");
-  kv::KvCacheOptions o;
-  o.block_size = init.get<int64_t>();
-  o.dtype = static_cast<kernels::KvDtype>(init.get<int32_t>());
-  o.num_pages = init.get<int64_t>();
-  o.prefix_caching = init.get<uint8_t>() != 0;
-  o.model_identity = model.identity();
-  kv::KvCache cache(model.config(), o);
-  int64_t step = 0;
-  // The last forward call's sequences and undo records, for rollbacks.
-  std::vector<kv::KvCache::SeqId> seqs;
-  std::vector<dsv4::KvUndo> undos;
   for (;;) {
     comm.receive_command(msg, silence_limit);
+    if (msg.empty()) return;  // rank 0 is finishing (normally, or it says why not)
     ByteReader r(msg);
     const uint8_t kind = r.get<uint8_t>();
+    const auto id = r.get<uint32_t>();
     try {
-      const auto num_ops = r.get<uint64_t>();
-      const std::vector<uint8_t> ops = r.get_vector<uint8_t>();
-      ByteReader op(ops);
-      for (uint64_t i = 0; i < num_ops; ++i) {
-        if (op.get<uint8_t>() == kJournal) {
-          cache.replay(op.get_vector<uint8_t>());
-          continue;
-        }
-        const auto item = op.get<uint64_t>();
-        const auto keep = op.get<int64_t>();
-        if (item >= seqs.size() || undos[item].layers.empty())
-          throw Error("rank 0 rolls back item {} of a step that recorded no undo for it", item);
-        model.rollback(cache.sequence(seqs[item]), undos[item], keep, config.quant_simulation);
-      }
-      if (kind == kStop) return;
-      if (kind == kHeartbeat) continue;
-      if (kind == kProfile) {
-        comm.receive_command(msg, silence_limit);
-        ByteReader p(msg);
-        const auto max_tokens = p.get<int64_t>();
-        const auto dtype = static_cast<kernels::KvDtype>(p.get<int32_t>());
-        profile_forward_times(model, max_tokens, dtype, config.quant_simulation, nullptr);
+      if (kind == kInit) {
+        kv::KvCacheOptions o;
+        o.block_size = r.get<int64_t>();
+        o.dtype = static_cast<kernels::KvDtype>(r.get<int32_t>());
+        o.num_pages = r.get<int64_t>();
+        o.prefix_caching = r.get<uint8_t>() != 0;
+        o.model_identity = model.identity();
+        engines[id].cache = std::make_unique<kv::KvCache>(model.config(), o);
         continue;
       }
-      if (kind != kForward) throw Error("unknown command {} from rank 0", kind);
-      fault.trigger(comm.rank(), step++);
-      const auto n = r.get<uint64_t>();
-      std::vector<std::vector<int32_t>> tokens(n);
-      std::vector<dsv4::ForwardRequest> batch;
-      seqs.assign(n, 0);
-      undos.assign(n, {});
-      for (uint64_t i = 0; i < n; ++i) {
-        seqs[i] = r.get<kv::KvCache::SeqId>();
-        tokens[i] = r.get_vector<int32_t>();
-        const auto flags = r.get<uint8_t>();
-        batch.push_back({&cache.sequence(seqs[i]), tokens[i], (flags & 1) != 0,
-                         (flags & 2) != 0 ? &undos[i] : nullptr});
-      }
-      model.forward(batch, config.quant_simulation);
+      auto it = engines.find(id);
+      if (it == engines.end()) throw Error("rank 0 names engine {}, which it never started", id);
+      if (!run_command(kind, r, it->second, model, config, comm, fault)) engines.erase(it);
     } catch (const std::exception& e) {
-      comm.abort_all(fmt::format("error in step {}: {}", step - 1, e.what()));
+      comm.abort_all(fmt::format("error in a step of rank 0's engine {}: {}", id, e.what()));
     }
   }
 }

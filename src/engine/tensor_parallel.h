@@ -36,7 +36,7 @@ class StepSender {
   // Sends the KV cache's size (the other ranks build theirs from it) and starts recording
   // the cache's calls.
   StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault);
-  ~StepSender();  // tells the other ranks to stop
+  ~StepSender();  // tells the other ranks to drop this engine's cache
   StepSender(const StepSender&) = delete;
   StepSender& operator=(const StepSender&) = delete;
 
@@ -52,18 +52,21 @@ class StepSender {
 
  private:
   void flush_journal();
-  void send(uint8_t kind, std::span<const StepItem> items);
+  // A command of `kind` for this engine with the calls recorded since the last one.
+  std::vector<uint8_t> message(uint8_t kind);
   Comm& comm_;
   kv::KvCache& cache_;
   DebugFault fault_;
+  uint32_t engine_;  // which of rank 0's engines (each has its own cache everywhere)
   int64_t step_ = 0;
   // The calls since the last command, in order: the cache's journal and rollbacks.
   std::vector<uint8_t> ops_;
   uint64_t num_ops_ = 0;
 };
 
-// Ranks other than 0: builds the KV cache as rank 0 says and runs each step it sends until
-// it says stop. Returns normally then; an error in a step ends every rank (Comm::abort_all).
+// Ranks other than 0: for each engine rank 0 starts, builds its KV cache as rank 0 says and
+// runs each step it sends, until rank 0 finishes (an empty command). An error in a step
+// ends every rank (Comm::abort_all).
 void follow_rank0(const dsv4::Model& model, const EngineConfig& config, Comm& comm,
                   const DebugFault& fault);
 

@@ -55,6 +55,7 @@ class SafetensorsFile {
   std::span<const std::byte> data(const TensorInfo& tensor) const;
   uint64_t file_size() const { return file_.size(); }
   void prefetch() const { file_.prefetch(); }
+  const MappedFile& mapping() const { return file_; }
 
  private:
   MappedFile file_;

@@ -13,6 +13,7 @@ not take part).
            cache's journal replayed on rank 1) and steps where one rank's experts get no token
   speculative  MTP and DSpark drafts (on rank 0) verified by the split target: greedy ids
            equal plain decoding on one rank, also with adaptive verification
+  serve    flint serve on 2 ranks answers like one rank and stops on SIGTERM
   memory   each rank keeps about half the weights and has read about only those
   faults   a rank that fails, stalls or dies at start-up or at a step ends every rank with a
            message naming it, promptly
@@ -143,6 +144,50 @@ def case_speculative(a):
                 print(f"     {name}: {spec_lines[-1][:200] if spec_lines else ''}")
 
 
+def case_serve(a):
+    # flint serve on 2 ranks (started by flint itself through mpirun): rank 0 answers HTTP;
+    # a greedy completion equals the one of a single-rank server; SIGTERM to the launcher
+    # ends every rank.
+    import json
+    import signal
+    import socket
+    import urllib.request
+
+    def serve_once(extra):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [a.flint, "serve", a.ckpt, "--port", str(port), "--max-model-len", "1024",
+               "--kv-cache-memory-bytes", "64M", *extra]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, **MPI_ENV), start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(120):
+                try:
+                    if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                        break
+                except Exception:
+                    time.sleep(0.5)
+            body = json.dumps({"model": a.ckpt, "prompt": "The capital of France is",
+                               "max_tokens": 12, "temperature": 0}).encode()
+            req = urllib.request.Request(url + "/v1/completions", body,
+                                         {"Content-Type": "application/json"})
+            text = json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"]
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+        return text, out
+
+    ref, _ = serve_once(["--threads", "1"])
+    got, log = serve_once(["--tensor-parallel-size", "2", "--enable-expert-parallel"])
+    check("rank 1 of 2: weights" in log, "the server started 2 ranks")
+    check(got == ref, f"TP 2 + EP server's greedy completion equals one rank's ({got!r})")
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", f"serve {a.ckpt} --port"], capture_output=True, text=True)
+    check(left.stdout.strip() == "", "every rank exited after SIGTERM")
+
+
 def case_memory(a):
     base = ["logits", a.ckpt, "--token-ids", "0,1,2", "--output", f"{a.work}/mem.npy"]
     line = re.compile(r"rank (\d) of (\d): weights ([\d.]+) MiB .*checkpoint resident ([\d.]+) MiB")
@@ -173,7 +218,8 @@ def case_faults(a):
                              r"arrived: rank 1", 30),
         ("1:stall:3", r"not arrived: rank 1 \(its last collective", 30),
         ("0:stall:3", r"rank 1/2: rank 0 sent no step and no heartbeat", 30),
-        ("1:fail:3", r"rank 1/2: error in step 3: rank 1: injected failure", 30),
+        ("1:fail:3", r"rank 1/2: error in a step of rank 0's engine \d+: rank 1: injected failure "
+                     r"at step 3", 30),
         ("1:die:3", r"process rank 1 .*exited on signal 9", 10),
     ]
     for fault, pattern, limit in cases:
@@ -190,7 +236,7 @@ def main():
     p.add_argument("--flint", required=True)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["logits", "generate", "speculative", "memory", "faults"])
+    p.add_argument("--case", required=True, choices=["logits", "generate", "speculative", "serve", "memory", "faults"])
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     globals()["case_" + a.case](a)

@@ -143,8 +143,7 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
 
 std::vector<float> Model::head_logits_here(float* x, int64_t m) const {
   std::vector<float> logits(static_cast<size_t>(m * config_.vocab_size));
-  kernels::matmul(comm_size(parallel_.comm) > 1 ? full_head_ : weights_.head, x, m,
-                  logits.data());
+  kernels::matmul(comm_size(parallel_.comm) > 1 ? full_head_ : weights_.head, x, m, logits.data());
   return logits;
 }
 
@@ -170,9 +169,19 @@ std::vector<float> Model::head_logits(float* x, int64_t m) const {
 }
 
 void Model::distribute(const ModelParallel& parallel) {
-  const ShardPlan plan{comm_rank(parallel.comm), comm_size(parallel.comm), parallel.expert_parallel};
+  const ShardPlan plan{comm_rank(parallel.comm), comm_size(parallel.comm),
+                       parallel.expert_parallel};
   full_head_ = weights_.head;
+  // Columns copied out of the checkpoint: their pages (both ranks' halves, read to copy)
+  // leave this rank's resident memory.
+  if (checkpoint_) {
+    shard_buffers_.release_source = [this](std::span<const std::byte> range) {
+      for (const auto& f : checkpoint_->files())
+        if (f->mapping().release(range)) return;
+    };
+  }
   shard_target(weights_, config_, plan, shard_buffers_);
+  shard_buffers_.release_source = nullptr;
   parallel_ = parallel;
   touch_pages(weights_);
 }
@@ -205,13 +214,17 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& dir, const LoadOp
   Config config = load_config(dir);
   const bool sharded = comm_size(parallel.comm) > 1;
   if (sharded) {
-    check_shardable(config, {comm_rank(parallel.comm), comm_size(parallel.comm),
-                             parallel.expert_parallel});
+    check_shardable(config,
+                    {comm_rank(parallel.comm), comm_size(parallel.comm), parallel.expert_parallel});
   }
   auto checkpoint = std::make_shared<const Checkpoint>(Checkpoint::open(dir));
-  // A rank reads only its part: the pages are read after sharding (Model::distribute).
+  // A rank reads only its part: the pages are read after sharding (Model::distribute),
+  // without readahead, which would map the neighbouring rows of the other ranks too.
   LoadOptions load = options;
-  if (sharded) load.read_pages = false;
+  if (sharded) {
+    load.read_pages = false;
+    for (const auto& f : checkpoint->files()) f->mapping().read_touched_pages_only();
+  }
   LoadedComponent target = load_component(checkpoint, config, Component::kTarget, load);
   check_load_report(target.report);
   auto model = std::make_unique<Model>(std::move(config), target.params);

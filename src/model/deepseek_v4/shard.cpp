@@ -22,7 +22,12 @@ void keep_columns(WeightMatrix& m, int part, int n, ShardBuffers& buffers) {
   const int64_t per = m.cols / n;
   FLINT_CHECK(per * n == m.cols, "check_shardable missed a cut");
   buffers.buffers.push_back(std::make_unique<std::vector<std::byte>>());
+  const WeightMatrix whole = m;
   m = m.copy_columns(part * per, (part + 1) * per, *buffers.buffers.back());
+  if (buffers.release_source) {
+    buffers.release_source({whole.data, whole.data_bytes()});
+    if (whole.scale != nullptr) buffers.release_source({whole.scale, whole.scale_bytes()});
+  }
 }
 
 // An expert (or the shared expert) split along its intermediate dimension.

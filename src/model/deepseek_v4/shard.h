@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,9 +43,11 @@ struct ModelParallel {
   bool expert_parallel = false;
 };
 
-// The copies sharding made (column slices), owned by the model.
+// The copies sharding made (column slices), owned by the model, and what drops the pages
+// they were copied from (the rank no longer reads them; null: keep them).
 struct ShardBuffers {
   std::vector<std::unique_ptr<std::vector<std::byte>>> buffers;
+  std::function<void(std::span<const std::byte>)> release_source;
   uint64_t bytes() const;
 };
 
