@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Compares `flint logits` with model.py's eval forward on an exported checkpoint.
+
+  /usr/bin/python3 tools/train/compare_flint.py MODEL_DIR --flint build/flint [--n 300]
+      [--seeds 1,2] [--text-file val.txt] [--dtypes float32,float64] [--quant official|off]
+
+Sequences: pseudo-random token ids (seeded) and, with --text-file, held-out text tokenized by
+data.py; each longer than the 128-token window so compression and the indexer act. Prints per
+sequence and dtype the max / mean absolute difference, the max relative difference
+(|a - b| / max|b| per position), and the share of positions with the same argmax. Tolerances of
+tests/reference/README.md (official): mean <= 0.025 and same argmax >= 93% for a correct engine;
+(off): max <= 1e-3, mean <= 1e-5, argmax >= 99%.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export as E  # noqa: E402
+
+
+def flint_logits(flint, model_dir, ids, quant, threads):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "l.npy")
+        cmd = ["nice", "-n", "19", flint, "logits", model_dir, "--token-ids", ",".join(map(str, ids)),
+               "--output", out, "--quant-simulation", quant, "--log-level", "warning",
+               "--threads", str(threads)]
+        subprocess.run(cmd, check=True)
+        return np.load(out)
+
+
+def stats(a, b):
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    rel = d.max(axis=1) / np.maximum(np.abs(b).max(axis=1), 1e-30)
+    return dict(max=float(d.max()), mean=float(d.mean()), rel=float(rel.max()),
+                argmax=float(np.mean(a.argmax(1) == b.argmax(1))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model_dir")
+    ap.add_argument("--flint", required=True)
+    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--seeds", default="1,2")
+    ap.add_argument("--text-file")
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--quant", default="official", choices=["official", "off"])
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    model = E.read_back(args.model_dir)
+    model.quant.acts = args.quant == "official"
+    vocab = model.cfg.vocab_size
+    seqs = []
+    for s in (int(x) for x in args.seeds.split(",") if x):
+        rng = np.random.default_rng(s)
+        seqs.append((f"random seed {s}", [0] + rng.integers(3, vocab - 64, args.n - 1).tolist()))
+    if args.text_file:
+        import data as D
+        tok = D.Tokenizer(D.load_merges(args.model_dir))
+        ids = tok.encode(open(args.text_file, encoding="utf-8").read()[:20000])
+        for k in range(2):
+            seqs.append((f"text part {k}", [0] + ids[k * args.n:(k + 1) * args.n - 1]))
+    results = []
+    for name, ids in seqs:
+        fl = flint_logits(args.flint, args.model_dir, ids, args.quant, args.threads)
+        for dt in args.dtypes.split(","):
+            ref = E.eval_logits(model, ids, getattr(torch, dt))
+            st = stats(fl, ref)
+            results.append(dict(seq=name, dtype=dt, n=len(ids), **st))
+            print(f"{name:16s} n={len(ids)} torch {dt}: max abs {st['max']:.3g}, mean abs "
+                  f"{st['mean']:.3g}, max rel {st['rel']:.3g}, same argmax {100 * st['argmax']:.1f}%",
+                  flush=True)
+        if "float32" in args.dtypes and "float64" in args.dtypes:
+            a = E.eval_logits(model, ids, torch.float32)
+            b = E.eval_logits(model, ids, torch.float64)
+            st = stats(a, b)
+            print(f"{name:16s} torch float32 vs float64: max abs {st['max']:.3g}, mean abs "
+                  f"{st['mean']:.3g}, same argmax {100 * st['argmax']:.1f}%", flush=True)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
