@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -59,6 +60,19 @@ struct Timed {
   double& total_;
   Clock::time_point start_;
 };
+
+// Receives the next message from `source` with `tag` into `out` if one has arrived.
+bool try_receive(int source, int tag, std::vector<uint8_t>& out) {
+  int flag = 0;
+  MPI_Status st;
+  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &st);
+  if (!flag) return false;
+  int bytes = 0;
+  MPI_Get_count(&st, MPI_BYTE, &bytes);
+  out.resize(static_cast<size_t>(bytes));
+  MPI_Recv(out.data(), bytes, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return true;
+}
 
 // Header of a part sent up: which collective it belongs to.
 struct Header {
@@ -174,14 +188,8 @@ bool MpiComm::gather(std::vector<uint8_t> mine, const char* what,
   while (missing > 0) {
     for (int r = 1; r < size_; ++r) {
       if (arrived[static_cast<size_t>(r)]) continue;
-      int flag = 0;
-      MPI_Status st;
-      MPI_Iprobe(r, kTagUp, MPI_COMM_WORLD, &flag, &st);
-      if (!flag) continue;
-      int bytes = 0;
-      MPI_Get_count(&st, MPI_BYTE, &bytes);
-      std::vector<uint8_t> msg(static_cast<size_t>(bytes));
-      MPI_Recv(msg.data(), bytes, MPI_BYTE, r, kTagUp, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::vector<uint8_t> msg;
+      if (!try_receive(r, kTagUp, msg)) continue;
       Header h;
       FLINT_CHECK(msg.size() >= sizeof h);
       std::memcpy(&h, msg.data(), sizeof h);
@@ -221,39 +229,43 @@ bool MpiComm::gather(std::vector<uint8_t> mine, const char* what,
   return true;
 }
 
+void MpiComm::send_to_others(const std::vector<uint8_t>& bytes, int tag,
+                             const std::function<std::string(const std::string&)>& on_timeout) {
+  std::vector<MPI_Request> reqs(static_cast<size_t>(size_ - 1));
+  for (int r = 1; r < size_; ++r) {
+    MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, r, tag, MPI_COMM_WORLD,
+              &reqs[static_cast<size_t>(r - 1)]);
+  }
+  const auto start = Clock::now();
+  Backoff backoff;
+  for (int done = 0;;) {
+    MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) return;
+    if (seconds_since(start) > timeout_) {
+      std::string lacking;
+      for (int r = 1; r < size_; ++r) {
+        int d = 0;
+        MPI_Test(&reqs[static_cast<size_t>(r - 1)], &d, MPI_STATUS_IGNORE);
+        if (!d) lacking += fmt::format("{}{}", lacking.empty() ? "" : ", ", r);
+      }
+      timed_out(on_timeout(lacking));
+    }
+    backoff.pause();
+  }
+}
+
 void MpiComm::scatter_result(std::vector<uint8_t>& result, const char* what) {
   if (rank_ == 0) {
-    std::vector<MPI_Request> reqs(static_cast<size_t>(size_ - 1));
-    for (int r = 1; r < size_; ++r) {
-      MPI_Isend(result.data(), static_cast<int>(result.size()), MPI_BYTE, r, kTagDown,
-                MPI_COMM_WORLD, &reqs[static_cast<size_t>(r - 1)]);
-    }
-    const auto start = Clock::now();
-    Backoff backoff;
-    for (int done = 0;;) {
-      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) break;
-      if (seconds_since(start) > timeout_) {
-        timed_out(
-            fmt::format("rank 0 could not deliver the result of collective #{} '{}'", seq_, what));
-      }
-      backoff.pause();
-    }
+    send_to_others(result, kTagDown, [&](const std::string& lacking) {
+      return fmt::format("rank(s) {} did not take the result of collective #{} '{}'", lacking, seq_,
+                         what);
+    });
     return;
   }
   const auto start = Clock::now();
   Backoff backoff;
   for (;;) {
-    int flag = 0;
-    MPI_Status st;
-    MPI_Iprobe(0, kTagDown, MPI_COMM_WORLD, &flag, &st);
-    if (flag) {
-      int bytes = 0;
-      MPI_Get_count(&st, MPI_BYTE, &bytes);
-      result.resize(static_cast<size_t>(bytes));
-      MPI_Recv(result.data(), bytes, MPI_BYTE, 0, kTagDown, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      return;
-    }
+    if (try_receive(0, kTagDown, result)) return;
     // Rank 0 reports a missing rank first (it knows which); this is for rank 0 itself.
     if (seconds_since(start) > timeout_ + 2) {
       timed_out(fmt::format(
@@ -337,46 +349,19 @@ std::vector<std::string> MpiComm::all_gather_strings(const std::string& mine, co
 
 void MpiComm::send_command(const std::vector<uint8_t>& bytes) {
   FLINT_CHECK(rank_ == 0);
-  std::vector<MPI_Request> reqs(static_cast<size_t>(size_ - 1));
-  for (int r = 1; r < size_; ++r) {
-    MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, r, kTagCommand,
-              MPI_COMM_WORLD, &reqs[static_cast<size_t>(r - 1)]);
-  }
-  const auto start = Clock::now();
-  Backoff backoff;
-  for (int done = 0;;) {
-    MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) return;
-    if (seconds_since(start) > timeout_) {
-      std::string lack;
-      for (int r = 1; r < size_; ++r) {
-        int d = 0;
-        MPI_Test(&reqs[static_cast<size_t>(r - 1)], &d, MPI_STATUS_IGNORE);
-        if (!d) lack += fmt::format(" {}", r);
-      }
-      timed_out(
-          fmt::format("the next step's command was not taken by rank(s){} (stalled in "
-                      "their previous step)",
-                      lack));
-    }
-    backoff.pause();
-  }
+  send_to_others(bytes, kTagCommand, [](const std::string& lacking) {
+    return fmt::format(
+        "the next step's command was not taken by rank(s) {} (stalled in their "
+        "previous step)",
+        lacking);
+  });
 }
 
 void MpiComm::receive_command(std::vector<uint8_t>& bytes, double silence_limit_seconds) {
   const auto start = Clock::now();
   Backoff backoff;
   for (;;) {
-    int flag = 0;
-    MPI_Status st;
-    MPI_Iprobe(0, kTagCommand, MPI_COMM_WORLD, &flag, &st);
-    if (flag) {
-      int n = 0;
-      MPI_Get_count(&st, MPI_BYTE, &n);
-      bytes.resize(static_cast<size_t>(n));
-      MPI_Recv(bytes.data(), n, MPI_BYTE, 0, kTagCommand, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      return;
-    }
+    if (try_receive(0, kTagCommand, bytes)) return;
     if (seconds_since(start) > silence_limit_seconds) {
       abort_all(fmt::format(
           "rank 0 sent no step and no heartbeat for {:.0f} s (it heartbeats every second while "

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,11 +55,15 @@ class MpiComm final : public Comm {
               std::vector<std::vector<uint8_t>>& parts);
   // Rank 0 sends `result` to every other rank; the others receive it into `result`.
   void scatter_result(std::vector<uint8_t>& result, const char* what);
+  // Rank 0: `bytes` to every other rank, waiting until each took it; past the timeout,
+  // on_timeout(the ranks that did not) says what is stuck.
+  void send_to_others(const std::vector<uint8_t>& bytes, int tag,
+                      const std::function<std::string(const std::string&)>& on_timeout);
   [[noreturn]] void timed_out(const std::string& detail);
 
   int rank_ = 0, size_ = 1;
   double timeout_ = 300;
-  uint64_t seq_ = 0;  // collectives entered by this rank
+  uint64_t seq_ = 0;    // collectives entered by this rank
   uint64_t bytes_ = 0;  // sent up by this rank or down by rank 0
   double seconds_ = 0;  // inside the collectives (waiting included)
   // At rank 0: per rank, the last collective it arrived at (number and name).
