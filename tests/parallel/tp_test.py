@@ -211,7 +211,7 @@ def case_memory(a):
 
 def case_faults(a):
     gen = ["generate", a.ckpt, "--token-ids", "0,15,27,99", "--print-ids", "--max-tokens", "12",
-           "--collective-timeout", "3"]
+           "--collective-timeout", "5"]
     cases = [
         ("1:fail:start-up", r"rank 1 of 2 failed at start-up: rank 1: injected failure", 30),
         ("1:stall:start-up", r"collective #\d+ 'start-up' waited \d+ s: ranks 0 arrived .*not "
