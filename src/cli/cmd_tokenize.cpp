@@ -33,14 +33,14 @@ text::Tokenizer load_tokenizer(const std::string& model) {
   return text::Tokenizer::load(dir);
 }
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, const char* flag) {
   if (path == "-") {
     std::ostringstream buffer;
     buffer << std::cin.rdbuf();
     return std::move(buffer).str();
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("--text-file: cannot read {}", path);
+  if (!in) throw Error("{}: cannot read {}", flag, path);
   std::ostringstream buffer;
   buffer << in.rdbuf();
   return std::move(buffer).str();
@@ -69,7 +69,7 @@ int run_tokenize(std::span<const std::string> args) {
   if (text.has_value() == text_file.has_value()) {
     throw UsageError("give exactly one of --text and --text-file");
   }
-  std::string input = text ? *text : read_text_file(*text_file);
+  std::string input = text ? *text : read_text_file(*text_file, "--text-file");
   text::Tokenizer tokenizer = load_tokenizer(model);
   std::vector<int32_t> ids = tokenizer.encode(input, add_special_tokens);
   std::string line = "[";
@@ -85,18 +85,38 @@ int run_tokenize(std::span<const std::string> args) {
 int run_detokenize(std::span<const std::string> args) {
   std::string model;
   std::string token_ids;
+  std::optional<std::string> token_ids_file;
   bool skip_special_tokens = false;
-  FlagParser parser("detokenize MODEL --token-ids 1,2,3 [flags]",
+  FlagParser parser("detokenize MODEL (--token-ids 1,2,3 | --token-ids-file F) [flags]",
                     "Prints exactly the text the token ids decode to (no newline added).");
   parser.positional("MODEL", "checkpoint directory holding tokenizer.json", &model);
   parser.add_string("--token-ids", "comma-separated token ids", &token_ids);
+  parser.add_optional_string("--token-ids-file",
+                             "read the ids from this file ('-' for stdin): separated by commas, "
+                             "white space or a JSON array's brackets (what `tokenize` prints); "
+                             "for more ids than a command line holds",
+                             &token_ids_file);
   parser.add_bool("--skip-special-tokens", "leave out special tokens such as BOS and EOS",
                   &skip_special_tokens);
   if (!parser.parse(args)) return kExitOk;
-  if (!parser.was_set("--token-ids")) throw UsageError("--token-ids is required");
+  if (parser.was_set("--token-ids") == token_ids_file.has_value())
+    throw UsageError("give exactly one of --token-ids and --token-ids-file");
+  const char* flag = token_ids_file ? "--token-ids-file" : "--token-ids";
+  if (token_ids_file) {
+    token_ids.clear();
+    for (char c : read_text_file(*token_ids_file, flag)) {
+      const bool part = (c >= '0' && c <= '9') || c == '-';
+      if (part) {
+        token_ids += c;
+      } else if (!token_ids.empty() && token_ids.back() != ',') {
+        token_ids += ',';
+      }
+    }
+    if (!token_ids.empty() && token_ids.back() == ',') token_ids.pop_back();
+  }
   std::vector<int32_t> ids;
-  for (int64_t id : parse_int_list(token_ids, "--token-ids")) {
-    if (id < 0 || id > INT32_MAX) throw UsageError("--token-ids: {} is not a token id", id);
+  for (int64_t id : parse_int_list(token_ids, flag)) {
+    if (id < 0 || id > INT32_MAX) throw UsageError("{}: {} is not a token id", flag, id);
     ids.push_back(static_cast<int32_t>(id));
   }
   text::Tokenizer tokenizer = load_tokenizer(model);
