@@ -1,9 +1,10 @@
-// The engine across ranks (docs/parallel.md). Rank 0 runs the scheduler, the sampler and
-// every decision; each step it sends the other ranks one command: the KV cache's journal
-// since the last command (so their caches make the same pages hold the same sequences) and
-// the batch to run (sequence ids, tokens, which rows need logits). Every rank then runs the
-// same forward pass on its part of the weights, joined by the model's collectives. The other
-// ranks never schedule or sample; a rank that has nothing of its own to do in a step (no
+// The engine across ranks (docs/parallel.md). Rank 0 runs the scheduler, the sampler, the
+// draft and every decision; each step it sends the other ranks one command: the KV cache's
+// journal since the last command (so their caches make the same pages hold the same
+// sequences) with the speculative rollbacks in their place among the cache's calls, and the
+// batch to run (sequence ids, tokens, which rows need logits and undo records). Every rank then
+// runs the same forward pass on its part of the weights, joined by the model's collectives. The
+// other ranks never schedule or sample; a rank that has nothing of its own to do in a step (no
 // token for its experts) still joins each of that step's collectives, since every rank runs
 // the whole forward call.
 //
