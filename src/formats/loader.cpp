@@ -36,6 +36,13 @@ const LoadedParam* LoadedParams::find(std::string_view name) const {
   return it == params_.end() ? nullptr : &it->second;
 }
 
+std::string LoadedParams::name_of(const std::byte* p) const {
+  for (const auto& [name, param] : params_) {
+    if (p >= param.bytes.data() && p < param.bytes.data() + param.bytes.size()) return name;
+  }
+  return {};
+}
+
 const LoadedParam& LoadedParams::at(std::string_view name) const {
   const LoadedParam* p = find(name);
   FLINT_CHECK(p != nullptr, "parameter {} was not loaded", name);

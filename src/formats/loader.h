@@ -38,6 +38,9 @@ class LoadedParams {
   const LoadedParam* find(std::string_view name) const;
   // The parameter `name`, which must have been declared and loaded (FLINT_CHECK).
   const LoadedParam& at(std::string_view name) const;
+  // The name of the parameter whose bytes hold `p` ("" if none): for error messages about a
+  // view of a parameter. Linear in the number of parameters.
+  std::string name_of(const std::byte* p) const;
   size_t size() const { return params_.size(); }
 
  private:

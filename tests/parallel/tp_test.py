@@ -14,6 +14,7 @@ not take part).
   speculative  MTP and DSpark drafts (on rank 0) verified by the split target: greedy ids
            equal plain decoding on one rank, also with adaptive verification
   serve    flint serve on 2 ranks answers like one rank and stops on SIGTERM
+  corrupt  a NaN scale in one rank's part: that rank fails at start-up, named by rank 0
   memory   each rank keeps about half the weights and has read about only those
   faults   a rank that fails, stalls or dies at start-up or at a step ends every rank with a
            message naming it, promptly
@@ -188,6 +189,36 @@ def case_serve(a):
     check(left.stdout.strip() == "", "every rank exited after SIGTERM")
 
 
+def case_corrupt(a):
+    # Each rank checks the E8M0 scales of the part it keeps (not the whole checkpoint's): a NaN
+    # scale in expert 7 (rank 1's under EP) stops every rank, rank 0 reporting rank 1's error
+    # with the tensor's name; one rank (the loader's check) reports it too.
+    import glob
+    import json
+    import shutil
+    import struct
+    bad = os.path.join(a.work, "corrupt")
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(a.ckpt, bad)
+    name = "layers.3.ffn.experts.7.w1.scale"
+    for path in glob.glob(os.path.join(bad, "*.safetensors")):
+        with open(path, "r+b") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            if name in header:
+                f.seek(8 + n + header[name]["data_offsets"][0])
+                f.write(b"\xff")
+    args = ["logits", bad, "--token-ids", "0,1,2", "--output", os.path.join(a.work, "x.npy")]
+    rc, _, err, _ = run([a.flint, *args, "--threads", "1"])
+    check(rc != 0 and name in err, "one rank: the loader names the NaN scale")
+    rc, _, err, secs = run(mpirun(2, a.flint, *args, "--enable-expert-parallel"))
+    check(rc != 0 and re.search(r"rank 1 of 2 failed at start-up: " + re.escape(name) +
+                                r": an E8M0 scale is 0xFF \(NaN\) in the part rank 1 keeps", err)
+          is not None and "rank 0 of 2 failed" not in err,
+          f"TP 2 + EP: rank 1 (expert 7's owner) fails naming the tensor, rank 0 does not ({secs:.1f} s)"
+          + ("" if rc != 0 else err[-2000:]))
+
+
 def case_memory(a):
     base = ["logits", a.ckpt, "--token-ids", "0,1,2", "--output", f"{a.work}/mem.npy"]
     line = re.compile(r"rank (\d) of (\d): weights ([\d.]+) MiB .*checkpoint resident ([\d.]+) MiB")
@@ -236,7 +267,7 @@ def main():
     p.add_argument("--flint", required=True)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["logits", "generate", "speculative", "serve", "memory", "faults"])
+    p.add_argument("--case", required=True, choices=["logits", "generate", "speculative", "serve", "memory", "corrupt", "faults"])
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     globals()["case_" + a.case](a)

@@ -59,18 +59,18 @@ void for_each_matrix(const BlockWeights& b, const std::function<void(const Weigh
   for (const Linear* l : {&b.ffn.shared.w1, &b.ffn.shared.w2, &b.ffn.shared.w3}) f(l->weight);
 }
 
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error("--tensor-parallel-size: {}", what);
+}
+
+}  // namespace
+
 void for_each_matrix(const TargetWeights& w, const std::function<void(const WeightMatrix&)>& f) {
   f(w.head);
   f(w.hc_head.fn);
   for (const BlockWeights& b : w.layers) for_each_matrix(b, f);
   // The embedding is replicated and read a row per token: never touched as a whole.
 }
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw Error("--tensor-parallel-size: {}", what);
-}
-
-}  // namespace
 
 uint64_t ShardBuffers::bytes() const {
   uint64_t n = 0;

@@ -60,6 +60,9 @@ void check_shardable(const Config& c, const ShardPlan& plan);
 void shard_target(TargetWeights& w, const Config& c, const ShardPlan& plan, ShardBuffers& buffers);
 void shard_block(BlockWeights& w, const Config& c, const ShardPlan& plan, ShardBuffers& buffers);
 
+// Every matrix the struct still holds, except the embedding (read a row at a time).
+void for_each_matrix(const TargetWeights& w, const std::function<void(const WeightMatrix&)>& f);
+
 // Bytes of weights a rank streams: every matrix the struct still holds.
 uint64_t weight_bytes(const TargetWeights& w);
 
