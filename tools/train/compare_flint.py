@@ -3,6 +3,7 @@
 
   /usr/bin/python3 tools/train/compare_flint.py MODEL_DIR --flint build/flint [--n 300]
       [--seeds 1,2] [--text-file val.txt] [--dtypes float32,float64] [--quant official|off]
+      [--mtp N]
 
 Sequences: pseudo-random token ids (seeded) and, with --text-file, held-out text tokenized by
 data.py; each longer than the 128-token window so compression and the indexer act. Prints per
@@ -10,6 +11,10 @@ sequence and dtype the max / mean absolute difference, the max relative differen
 (|a - b| / max|b| per position), and the share of positions with the same argmax. Tolerances of
 tests/reference/README.md (official): mean <= 0.025 and same argmax >= 93% for a correct engine;
 (off): max <= 1e-3, mean <= 1e-5, argmax >= 99%.
+--mtp N (a model with mtp.0, train_mtp.py): per sequence, N greedy tokens with and without
+`--speculative-config '{"method":"mtp","num_speculative_tokens":1}'` must be the same ids, and
+each draft flint verified should be the torch MTP layer's argmax at its position (up to
+near-ties under official roundings); prints the acceptance.
 """
 import argparse
 import json
@@ -35,6 +40,41 @@ def flint_logits(flint, model_dir, ids, quant, threads):
         return np.load(out)
 
 
+def flint_generate(flint, model_dir, ids, n, threads, spec):
+    cmd = ["nice", "-n", "19", flint, "generate", model_dir, "--token-ids", ",".join(map(str, ids)),
+           "-n", str(n), "--log-level", "warning", "--threads", str(threads)]
+    if spec:
+        cmd += ["--print-drafts", "--speculative-config",
+                '{"method":"mtp","num_speculative_tokens":1}']
+    else:
+        cmd += ["--print-ids"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    if not spec:
+        return [int(t) for t in out.split(",") if t.strip()], None
+    drafts, tokens = [], None
+    for line in out.splitlines():
+        j = json.loads(line)
+        if "drafts" in j:
+            drafts.append(j)
+        elif "tokens" in j:
+            tokens = j["tokens"]
+    return tokens[len(ids):], drafts
+
+
+def check_mtp(flint, model_dir, model, ids, n, threads):
+    """Greedy MTP-1 speculation in flint against the torch MTP layer: lossless (same ids as
+    without speculation), and every draft flint verified is the torch MTP argmax at its
+    position (anchor at position `context`: the MTP row context - 1)."""
+    plain, _ = flint_generate(flint, model_dir, ids, n, threads, False)
+    spec, drafts = flint_generate(flint, model_dir, ids, n, threads, True)
+    seq = ids + spec
+    pred = E.eval_mtp_logits(model, seq).argmax(1)
+    same = sum(int(d["drafts"][0] == pred[d["context"] - 1]) for d in drafts)
+    acc = sum(d["accepted"] for d in drafts)
+    return dict(lossless=plain == spec, drafts=len(drafts), accepted=acc,
+                same_draft=same / max(1, len(drafts)))
+
+
 def stats(a, b):
     d = np.abs(a.astype(np.float64) - b.astype(np.float64))
     rel = d.max(axis=1) / np.maximum(np.abs(b).max(axis=1), 1e-30)
@@ -52,6 +92,9 @@ def main():
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--quant", default="official", choices=["official", "off"])
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--mtp", type=int, default=0, metavar="N",
+                    help="also check MTP speculation (model with mtp.0): generate N tokens greedily "
+                         "from each sequence with and without it")
     args = ap.parse_args()
     model = E.read_back(args.model_dir)
     model.quant.acts = args.quant == "official"
@@ -82,6 +125,12 @@ def main():
             st = stats(a, b)
             print(f"{name:16s} torch float32 vs float64: max abs {st['max']:.3g}, mean abs "
                   f"{st['mean']:.3g}, same argmax {100 * st['argmax']:.1f}%", flush=True)
+        if args.mtp:
+            r = check_mtp(args.flint, args.model_dir, model, ids, args.mtp, args.threads)
+            results.append(dict(seq=name, mtp=r))
+            print(f"{name:16s} MTP-1 greedy, {args.mtp} tokens: lossless {r['lossless']}, "
+                  f"{r['accepted']} of {r['drafts']} drafts accepted, flint drafts = torch MTP "
+                  f"argmax {100 * r['same_draft']:.1f}%", flush=True)
     print(json.dumps(results))
 
 

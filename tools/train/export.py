@@ -11,9 +11,15 @@ tokenizer_config.json. Tensors: FP8 linears as F8_E4M3 `.weight` + F8_E8M0 `.sca
 + F8_E8M0 `.scale` [out, in/32]; embed, head, norms, gate, compressor wkv/wgate, indexer
 weights_proj as BF16; hc_*, ape, attn_sink, gate.bias as F32; tid2eid as I64.
 
+A checkpoint of train_mtp.py (num_nextn_predict_layers 1) also gives the MTP layer `mtp.0.*`
+(e_proj/h_proj FP8, enorm/hnorm/norm BF16, its block as the main layers', hc_head_* F32; embed
+and head are the target's) and config.json's num_nextn_predict_layers 1 with a trailing 0 in
+compress_ratios; --no-mtp leaves it out.
+
 Also writes golden logits: golden/ids_K.json and golden/logits_K.npy (float32 [n, vocab]) of
 the torch eval forward (model.py, float32, `--quant-simulation official` roundings, weights read
-back from the written files) for a few prompts.
+back from the written files) for a few prompts, and with an MTP layer golden/mtp_logits_K.npy ([n - 1, vocab], row p
+predicts token p + 2, as tests/reference/dsv4_reference.py --mtp-output).
 """
 import argparse
 import json
@@ -189,6 +195,16 @@ def eval_logits(model, ids, dtype=torch.float32):
     return m(x)[0].to(torch.float32).numpy()
 
 
+@torch.no_grad()
+def eval_mtp_logits(model, ids, dtype=torch.float32):
+    """MTP logits [n - 1, vocab]: row p predicts token p + 2 from the main streams at p and
+    token p + 1 (as dsv4_reference.py --mtp-output)."""
+    m = model.to(dtype)
+    x = torch.tensor([ids], dtype=torch.int64)
+    streams = m.forward_streams(x)
+    return m.mtp_logits(streams[:, :-1], x[:, 1:])[0].to(torch.float32).numpy()
+
+
 def write_golden(directory, model, tokenizer_dir):
     import data as D
     tok = D.Tokenizer(D.load_merges(tokenizer_dir))
@@ -200,6 +216,8 @@ def write_golden(directory, model, tokenizer_dir):
             json.dump({"text": text, "ids": ids, "dtype": "float32",
                        "quant_simulation": "official"}, f)
         np.save(os.path.join(gdir, f"logits_{k}.npy"), eval_logits(model, ids))
+        if model.cfg.num_nextn_predict_layers:
+            np.save(os.path.join(gdir, f"mtp_logits_{k}.npy"), eval_mtp_logits(model, ids))
 
 
 def main():
@@ -211,6 +229,8 @@ def main():
     ap.add_argument("--tokenizer", required=True, help="folder with tokenizer.json (data.py --out)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--no-golden", action="store_true")
+    ap.add_argument("--no-mtp", action="store_true",
+                    help="leave out the MTP layer of a train_mtp.py checkpoint (target only)")
     args = ap.parse_args()
     if bool(args.ckpt) == args.random:
         ap.error("give --ckpt or --random")
@@ -221,8 +241,12 @@ def main():
     else:
         state = torch.load(args.ckpt, map_location="cpu")
         cfg = M.Config(**state["config"])
+        sd = state["model"]
+        if args.no_mtp:
+            cfg.num_nextn_predict_layers = 0
+            sd = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
         model = M.Transformer(cfg)
-        model.load_state_dict(state["model"])
+        model.load_state_dict(sd)
     export(model, args.out, args.tokenizer)
     print(f"wrote {args.out}: {M.count_params(model) / 1e6:.2f} M parameters", file=sys.stderr)
     if not args.no_golden:

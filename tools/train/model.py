@@ -26,7 +26,9 @@ summed over heads and normalised; the indexer's inputs are detached, so this los
 the indexer and the main loss never reaches it.
 
 Extension points: Block is the full decoder layer that MTP (`mtp.0`, m.py:765-792) and DSpark
-stages reuse; Transformer.forward returns the final streams for an MTP head.
+stages reuse; Transformer.forward_streams gives the final streams an MTP layer reads. With
+num_nextn_predict_layers > 0 the Transformer also holds `mtp.K` (MTPLayer; train_mtp.py trains
+it on the frozen main model).
 """
 import json
 import math
@@ -720,6 +722,55 @@ class Embedding(nn.Module):
         return F.embedding(ids, w)
 
 
+def hc_head(owner, streams, cfg):
+    """hc_head (m.py:754-761) with owner's hc_head_fn / hc_head_scale / hc_head_base."""
+    dt = torch.float64 if streams.dtype == torch.float64 else torch.float32
+    with torch.autocast("cpu", enabled=False):
+        s = streams.to(dt)
+        pre = torch.sigmoid(hc_mixes(s, owner.hc_head_fn.to(dt), cfg.rms_norm_eps)
+                            * owner.hc_head_scale + owner.hc_head_base) + cfg.hc_eps
+        return (pre.unsqueeze(-1) * s).sum(-2)
+
+
+def hc_head_init(owner, cfg):
+    hc, D = cfg.hc_mult, cfg.hidden_size
+    owner.hc_head_fn = nn.Parameter(torch.randn(hc, hc * D) * 0.01)
+    owner.hc_head_base = nn.Parameter(torch.full((hc,), -math.log(hc - 1)))
+    owner.hc_head_scale = nn.Parameter(torch.ones(1))
+
+
+class MTPLayer(Block):
+    """DeepSeek-V3/V4 MTP layer `mtp.K` (MTPBlock, m.py:765-792; tests/reference
+    dsv4_reference.mtp_forward; flint src/model/deepseek_v4/mtp.cpp): a full Block (layer id
+    num_hidden_layers + K: its compress_ratios entry, window-only 0 as DeepSeek ships it, and
+    bias routing since the id is past num_hash_layers) fed with
+        e_proj(enorm(embed(token p+1))) + h_proj(hnorm(stream k of the main model at p)),
+    then its own hc_head and norm and the target's head: row p predicts token p + 2.
+    embed and head are the target's (passed in, not owned)."""
+
+    def __init__(self, quant, cfg, k=0):
+        layer_id = cfg.num_hidden_layers + k
+        ratios = list(cfg.compress_ratios) + [0] * (layer_id + 1 - len(cfg.compress_ratios))
+        super().__init__(quant, cfg, layer_id, ratios[layer_id])
+        D = cfg.hidden_size
+        self.e_proj = Linear(quant, D, D, "fp8")
+        self.h_proj = Linear(quant, D, D, "fp8")
+        self.enorm = RMSNorm(quant, D, cfg.rms_norm_eps)
+        self.hnorm = RMSNorm(quant, D, cfg.rms_norm_eps)
+        self.norm = RMSNorm(quant, D, cfg.rms_norm_eps)
+        hc_head_init(self, cfg)
+
+    def hidden(self, streams, next_ids, embed):
+        """streams [B, T, hc, D] of the main model at p, next_ids [B, T] = tokens p + 1 ->
+        the MTP hidden state [B, T, D] (m.py:783-792)."""
+        e = self.e_proj(self.enorm(embed(next_ids)))
+        x = self.h_proj(self.hnorm(streams))
+        dt = torch.float64 if streams.dtype == torch.float64 else torch.float32
+        x = x.to(dt) + e.unsqueeze(-2).to(dt)
+        x = self.forward(x, next_ids)
+        return self.norm(hc_head(self, x, self.cfg))
+
+
 class Transformer(nn.Module):
     def __init__(self, cfg, quant=None):
         super().__init__()
@@ -731,10 +782,10 @@ class Transformer(nn.Module):
                                      for i in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(q, cfg.hidden_size, cfg.rms_norm_eps)
         self.head = Linear(q, cfg.hidden_size, cfg.vocab_size, "bf16")
-        hc, D = cfg.hc_mult, cfg.hidden_size
-        self.hc_head_fn = nn.Parameter(torch.randn(hc, hc * D) * 0.01)
-        self.hc_head_base = nn.Parameter(torch.full((hc,), -math.log(hc - 1)))
-        self.hc_head_scale = nn.Parameter(torch.ones(1))
+        hc_head_init(self, cfg)
+        if cfg.num_nextn_predict_layers:
+            self.mtp = nn.ModuleList([MTPLayer(q, cfg, k)
+                                      for k in range(cfg.num_nextn_predict_layers)])
 
     def forward_streams(self, ids):
         """ids [B, T] from position 0 -> final streams [B, T, hc, D]."""
@@ -748,18 +799,15 @@ class Transformer(nn.Module):
 
     def hidden(self, streams):
         """hc_head (m.py:754-761), then norm."""
-        cfg = self.cfg
-        dt = torch.float64 if streams.dtype == torch.float64 else torch.float32
-        with torch.autocast("cpu", enabled=False):
-            s = streams.to(dt)
-            pre = torch.sigmoid(hc_mixes(s, self.hc_head_fn.to(dt), cfg.rms_norm_eps)
-                                * self.hc_head_scale + self.hc_head_base) + cfg.hc_eps
-            x = (pre.unsqueeze(-1) * s).sum(-2)
-        return self.norm(x)
+        return self.norm(hc_head(self, streams, self.cfg))
 
     def forward(self, ids):
         """Logits [B, T, vocab]."""
         return self.head(self.hidden(self.forward_streams(ids)))
+
+    def mtp_logits(self, streams, next_ids, k=0):
+        """MTP layer k: streams [B, T, hc, D] at p and tokens p + 1 -> logits for p + 2."""
+        return self.head(self.mtp[k].hidden(streams, next_ids, self.embed))
 
     def aux_losses(self):
         return [b.attn.aux_loss for b in self.layers if b.attn.aux_loss is not None]
