@@ -60,10 +60,11 @@ def lr_at(step, total, args):
     return args.lr * (args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def save(path, model, opt, step, tokens, args):
+def save(path, model, opt, step, tokens, args, **extra):
+    """Atomic checkpoint (train_mtp.py adds the main checkpoint's path in `extra`)."""
     tmp = path + ".tmp"
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                "tokens": tokens, "config": asdict(model.cfg), "args": vars(args)}, tmp)
+                "tokens": tokens, "config": asdict(model.cfg), "args": vars(args), **extra}, tmp)
     os.replace(tmp, path)
 
 

@@ -22,11 +22,9 @@ main model's greedy prediction of the same token (what greedy MTP speculation ac
 """
 import argparse
 import csv
-import math
 import os
 import sys
 import time
-from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -34,6 +32,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
+from train import lr_at, save as save_checkpoint  # noqa: E402  (same schedule and format)
 
 
 def windows(data, rng, n, length):
@@ -69,21 +68,6 @@ def evaluate(model, val, seq, n_windows, bf16):
         agree.append((pred == main_logits[:, 1:].float().argmax(-1)).float().mean().item())
     model.mtp.train()
     return float(np.mean(losses)), float(np.mean(acc)), float(np.mean(agree))
-
-
-def lr_at(step, total, args):
-    if step < args.warmup:
-        return args.lr * (step + 1) / args.warmup
-    p = min(1.0, (step - args.warmup) / max(1, total - args.warmup))
-    return args.lr * (args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * p)))
-
-
-def save(path, model, opt, step, tokens, args):
-    tmp = path + ".tmp"
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                "tokens": tokens, "config": asdict(model.cfg), "args": vars(args),
-                "main_ckpt": os.path.abspath(args.main)}, tmp)
-    os.replace(tmp, path)
 
 
 @torch.no_grad()
@@ -219,10 +203,10 @@ def main():
                  "val_agree_main", "tok/s"], row)), flush=True)
             t_window, tok_window, loss_acc, acc_acc, n_acc = now, 0, 0.0, 0.0, 0
         if time.time() - last_ckpt > args.ckpt_minutes * 60 or step == args.steps:
-            save(latest, model, opt, step, tokens, args)
+            save_checkpoint(latest, model, opt, step, tokens, args, main_ckpt=os.path.abspath(args.main))
             last_ckpt = time.time()
         if args.max_steps and step >= args.max_steps:
-            save(latest, model, opt, step, tokens, args)
+            save_checkpoint(latest, model, opt, step, tokens, args, main_ckpt=os.path.abspath(args.main))
             break
     print(f"done: step {step}", flush=True)
 
