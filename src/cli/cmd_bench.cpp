@@ -1,7 +1,8 @@
 // `flint bench MODEL --batch B --prompt-len P --gen-len G [flags]`: the engine's throughput
-// on B concurrent requests of random prompt tokens (greedy, ignore_eos, G tokens each), with
-// or without speculative decoding. One thread drives EngineCore::step(), as the engine
-// thread of `flint serve` does; the kernels use the thread pool (--threads).
+// on B concurrent requests of random prompt tokens or of windows of a corpus (--prompt-file)
+// (greedy, ignore_eos, G tokens each), with or without speculative decoding. One thread
+// drives EngineCore::step(), as the engine thread of `flint serve` does; the kernels use the
+// thread pool (--threads).
 //
 // Method (docs/performance.md): plain greedy decoding is always measured; with
 // --speculative-config (or --oracle-accept) a second engine speculates. Each engine gets a
@@ -42,6 +43,7 @@
 #include "cli/flags.h"
 #include "cli/ranks.h"
 #include "cli/run_flags.h"
+#include "cli/token_file.h"
 #include "engine/engine_core.h"
 #include "formats/checkpoint.h"
 #include "kernels/matmul.h"
@@ -60,6 +62,8 @@ struct BenchFlags {
   int64_t gen_len = 32;
   int64_t repeats = 3;
   int64_t seed = 0;
+  std::optional<std::string> prompt_file;
+  std::string prompt_format = "text";
   std::optional<double> oracle_accept;
   bool json = false;
 
@@ -70,6 +74,13 @@ struct BenchFlags {
               &gen_len);
     p.add_int("--repeats", "timed runs after the warm-up; medians are reported", &repeats);
     p.add_int("--seed", "seed of the random prompts (the same seed gives the same prompts)", &seed);
+    p.add_optional_string("--prompt-file",
+                          "take the prompts from this corpus instead: B windows of P tokens spread "
+                          "evenly over it (speculation then accepts what it would on real text)",
+                          &prompt_file);
+    p.add_string("--prompt-format",
+                 "--prompt-file's format: text (tokenized, BOS first), u16 or i32 (raw ids)",
+                 &prompt_format);
     p.add_optional_double(
         "--oracle-accept",
         "speculate with the oracle method: draft each request's continuation from the plain "
@@ -114,13 +125,29 @@ engine::SpeculativeConfig oracle_speculative(const SpeculativeArgs& s, double ac
   return c;
 }
 
-// B prompts of P token ids drawn uniformly from the vocabulary.
-std::vector<Tokens> random_prompts(const BenchFlags& f, int64_t vocab) {
-  Rng rng(static_cast<uint64_t>(f.seed) ^ 0xBE7C4ull);
+// B prompts of P token ids: drawn uniformly from the vocabulary, or windows of --prompt-file
+// at k * (n - P) / B.
+std::vector<Tokens> bench_prompts(const BenchFlags& f, const std::string& model_dir,
+                                  const dsv4::Config& config) {
   std::vector<Tokens> prompts(static_cast<size_t>(f.batch));
+  if (f.prompt_file) {
+    const Tokens ids = read_token_file(model_dir, *f.prompt_file, f.prompt_format, config);
+    const auto n = static_cast<int64_t>(ids.size());
+    if (n < f.prompt_len) {
+      throw Error("--prompt-file {}: {} tokens, fewer than --prompt-len {}", *f.prompt_file, n,
+                  f.prompt_len);
+    }
+    const int64_t step = (n - f.prompt_len) / f.batch;
+    for (int64_t k = 0; k < f.batch; ++k) {
+      const auto first = ids.begin() + k * step;
+      prompts[static_cast<size_t>(k)].assign(first, first + f.prompt_len);
+    }
+    return prompts;
+  }
+  Rng rng(static_cast<uint64_t>(f.seed) ^ 0xBE7C4ull);
   for (Tokens& p : prompts) {
     for (int64_t j = 0; j < f.prompt_len; ++j)
-      p.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab))));
+      p.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab_size))));
   }
   return prompts;
 }
@@ -373,7 +400,8 @@ int run_bench(std::span<const std::string> args) {
   FlagParser parser(
       "bench MODEL --batch B --prompt-len P --gen-len G [flags]",
       "Measures the engine's prefill and decode throughput on B concurrent requests of random "
-      "prompt tokens (greedy, EOS ignored, G tokens each): plain decoding and, with "
+      "prompt tokens or of --prompt-file windows (greedy, EOS ignored, G tokens each): plain "
+      "decoding and, with "
       "--speculative-config or --oracle-accept, speculative decoding beside it. Per "
       "configuration a warm-up run, then --repeats timed runs on the same prompts, "
       "interleaved; medians, and the decode speed-up. --max-model-len defaults to P + G here.");
@@ -398,8 +426,8 @@ int run_bench(std::span<const std::string> args) {
     engine_flags.max_model_len = bench.prompt_len + bench.gen_len;
   const QuantSimulation sim = run.apply();
 
-  Ranks ranks = Ranks::start(parallel.tensor_parallel_size,
-                             static_cast<double>(parallel.collective_timeout));
+  Ranks ranks =
+      Ranks::start(parallel.tensor_parallel_size, static_cast<double>(parallel.collective_timeout));
   auto model = ranks.load_model(model_dir, parallel.expert_parallel, fault);
   const dsv4::Config& config = model->config();
   engine::EngineConfig ec =
@@ -411,7 +439,7 @@ int run_bench(std::span<const std::string> args) {
     engine::follow_rank0(*model, ec, *ranks.comm(), fault);
     return kExitOk;
   }
-  const std::vector<Tokens> prompts = random_prompts(bench, config.vocab_size);
+  const std::vector<Tokens> prompts = bench_prompts(bench, model_dir, config);
 
   // Plain greedy decoding is always measured: it is the baseline that speculation is judged
   // against (speed-up = ratio of the medians of interleaved runs) and its warm-up run gives

@@ -1,9 +1,6 @@
 // `flint perplexity MODEL FILE`: the model's perplexity on a text (or a file of token ids),
 // window by window from an empty context, as training programs report held-out loss.
 #include <cmath>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,51 +13,11 @@
 #include "cli/flags.h"
 #include "cli/ranks.h"
 #include "cli/run_flags.h"
+#include "cli/token_file.h"
 #include "model/deepseek_v4/model.h"
-#include "text/tokenizer.h"
 
 namespace flint::cli {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read {}", path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// The ids of FILE: tokenized text (BOS first), or raw little-endian u16 / i32 ids.
-std::vector<int32_t> read_tokens(const std::string& model_dir, const std::string& path,
-                                 const std::string& format, const dsv4::Config& config) {
-  const std::string bytes = read_file(path);
-  std::vector<int32_t> ids;
-  if (format == "text") {
-    ids = text::Tokenizer::load(model_dir).encode(bytes, true);
-    if (ids.empty() || ids[0] != config.bos_token_id)
-      ids.insert(ids.begin(), static_cast<int32_t>(config.bos_token_id));
-  } else if (format == "u16" || format == "i32") {
-    const size_t width = format == "u16" ? 2 : 4;
-    if (bytes.size() % width != 0)
-      throw Error("{}: {} bytes is not a whole number of {} ids", path, bytes.size(), format);
-    ids.resize(bytes.size() / width);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (width == 2) {
-        uint16_t v;
-        std::memcpy(&v, bytes.data() + 2 * i, 2);
-        ids[i] = v;
-      } else {
-        std::memcpy(&ids[i], bytes.data() + 4 * i, 4);
-      }
-    }
-  } else {
-    throw UsageError("--format must be text, u16 or i32, got '{}'", format);
-  }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= config.vocab_size)
-      throw Error("{}: token {} at index {} is outside the vocabulary [0, {})", path, ids[i], i,
-                  config.vocab_size);
-  }
-  return ids;
-}
 
 // -log softmax(row)[target], in double.
 double nll(const float* row, int64_t vocab, int32_t target) {
@@ -109,7 +66,7 @@ int run_perplexity(std::span<const std::string> args) {
   auto model = ranks.load_model(model_dir, parallel.expert_parallel,
                                 engine::DebugFault::parse_optional(parallel.debug_fault));
   const dsv4::Config& config = model->config();
-  const std::vector<int32_t> ids = read_tokens(model_dir, file, format, config);
+  const std::vector<int32_t> ids = read_token_file(model_dir, file, format, config);
   const auto n = static_cast<int64_t>(ids.size());
   if (n < context + 1) {
     throw Error("{}: {} tokens, fewer than one window of --context {} + 1", file, n, context);

@@ -3,7 +3,7 @@
 
   /usr/bin/python3 tools/train/compare_flint.py MODEL_DIR --flint build/flint [--n 300]
       [--seeds 1,2] [--text-file val.txt] [--dtypes float32,float64] [--quant official|off]
-      [--mtp N]
+      [--mtp N] [--dspark N]
 
 Sequences: pseudo-random token ids (seeded) and, with --text-file, held-out text tokenized by
 data.py; each longer than the 128-token window so compression and the indexer act. Prints per
@@ -15,6 +15,9 @@ tests/reference/README.md (official): mean <= 0.025 and same argmax >= 93% for a
 `--speculative-config '{"method":"mtp","num_speculative_tokens":1}'` must be the same ids, and
 each draft flint verified should be the torch MTP layer's argmax at its position (up to
 near-ties under official roundings); prints the acceptance.
+--dspark N (a model with DSpark stages, train_dspark.py): the same with
+`--speculative-config '{"method":"dspark","num_speculative_tokens":B}'` (B: the block size); each
+draft line's drafts should be the torch draft's (export.eval_dspark_drafts from the same anchor).
 """
 import argparse
 import json
@@ -41,11 +44,11 @@ def flint_logits(flint, model_dir, ids, quant, threads):
 
 
 def flint_generate(flint, model_dir, ids, n, threads, spec):
+    """spec: None or a --speculative-config JSON object."""
     cmd = ["nice", "-n", "19", flint, "generate", model_dir, "--token-ids", ",".join(map(str, ids)),
            "-n", str(n), "--log-level", "warning", "--threads", str(threads)]
     if spec:
-        cmd += ["--print-drafts", "--speculative-config",
-                '{"method":"mtp","num_speculative_tokens":1}']
+        cmd += ["--print-drafts", "--speculative-config", json.dumps(spec)]
     else:
         cmd += ["--print-ids"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -65,14 +68,40 @@ def check_mtp(flint, model_dir, model, ids, n, threads):
     """Greedy MTP-1 speculation in flint against the torch MTP layer: lossless (same ids as
     without speculation), and every draft flint verified is the torch MTP argmax at its
     position (anchor at position `context`: the MTP row context - 1)."""
-    plain, _ = flint_generate(flint, model_dir, ids, n, threads, False)
-    spec, drafts = flint_generate(flint, model_dir, ids, n, threads, True)
+    plain, _ = flint_generate(flint, model_dir, ids, n, threads, None)
+    spec, drafts = flint_generate(flint, model_dir, ids, n, threads,
+                                  {"method": "mtp", "num_speculative_tokens": 1})
     seq = ids + spec
     pred = E.eval_mtp_logits(model, seq).argmax(1)
     same = sum(int(d["drafts"][0] == pred[d["context"] - 1]) for d in drafts)
     acc = sum(d["accepted"] for d in drafts)
     return dict(lossless=plain == spec, drafts=len(drafts), accepted=acc,
                 same_draft=same / max(1, len(drafts)))
+
+
+def check_dspark(flint, model_dir, model, ids, n, threads, tie=1e-2):
+    """Greedy DSpark speculation (block-size drafts) in flint against the torch draft: lossless,
+    and each draft line's drafts equal the torch drafts from the same context and anchor
+    (a difference where the torch margin is below `tie` counts as a near-tie)."""
+    k = model.cfg.dspark_block_size
+    plain, _ = flint_generate(flint, model_dir, ids, n, threads, None)
+    spec, lines = flint_generate(flint, model_dir, ids, n, threads,
+                                 {"method": "dspark", "num_speculative_tokens": k})
+    seq = ids + spec
+    same = ties = total = 0
+    for d in lines:
+        P = d["context"]
+        ref = E.eval_dspark_drafts(model, seq[:P], anchor=seq[P], n=len(d["drafts"]))
+        for j, t in enumerate(d["drafts"]):
+            total += 1
+            if t == ref["drafts"][j]:
+                same += 1
+            elif ref["margin"][j] < tie:
+                ties += 1
+            else:
+                break           # later drafts follow a different prefix
+    return dict(lossless=plain == spec, lines=len(lines), drafts=total, same=same, ties=ties,
+                accepted=sum(d["accepted"] for d in lines))
 
 
 def stats(a, b):
@@ -95,6 +124,8 @@ def main():
     ap.add_argument("--mtp", type=int, default=0, metavar="N",
                     help="also check MTP speculation (model with mtp.0): generate N tokens greedily "
                          "from each sequence with and without it")
+    ap.add_argument("--dspark", type=int, default=0, metavar="N",
+                    help="also check DSpark speculation (model with DSpark stages): N tokens")
     args = ap.parse_args()
     model = E.read_back(args.model_dir)
     model.quant.acts = args.quant == "official"
@@ -131,6 +162,12 @@ def main():
             print(f"{name:16s} MTP-1 greedy, {args.mtp} tokens: lossless {r['lossless']}, "
                   f"{r['accepted']} of {r['drafts']} drafts accepted, flint drafts = torch MTP "
                   f"argmax {100 * r['same_draft']:.1f}%", flush=True)
+        if args.dspark:
+            r = check_dspark(args.flint, args.model_dir, model, ids, args.dspark, args.threads)
+            results.append(dict(seq=name, dspark=r))
+            print(f"{name:16s} DSpark greedy, {args.dspark} tokens: lossless {r['lossless']}, "
+                  f"{r['accepted']} accepted in {r['lines']} steps, flint drafts = torch drafts "
+                  f"{r['same']} of {r['drafts']} compared ({r['ties']} near-ties)", flush=True)
     print(json.dumps(results))
 
 

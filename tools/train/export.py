@@ -14,15 +14,24 @@ weights_proj as BF16; hc_*, ape, attn_sink, gate.bias as F32; tid2eid as I64.
 A checkpoint of train_mtp.py (num_nextn_predict_layers 1) also gives the MTP layer `mtp.0.*`
 (e_proj/h_proj FP8, enorm/hnorm/norm BF16, its block as the main layers', hc_head_* F32; embed
 and head are the target's) and config.json's num_nextn_predict_layers 1 with a trailing 0 in
-compress_ratios; --no-mtp leaves it out.
+compress_ratios. A checkpoint of train_dspark.py gives DeepSeek-V4-Flash-0731's layout instead:
+stages `mtp.0..N-1.*` (blocks as the main layers'), mtp.0.main_proj (FP8) and main_norm, on the
+last stage norm, hc_head_*, markov_head.markov_w{1,2} and confidence_head.proj (BF16), and the
+dspark_* keys in config.json. --no-mtp leaves the MTP layer or the DSpark stages out.
 
 Also writes golden logits: golden/ids_K.json and golden/logits_K.npy (float32 [n, vocab]) of
 the torch eval forward (model.py, float32, `--quant-simulation official` roundings, weights read
-back from the written files) for a few prompts, and with an MTP layer golden/mtp_logits_K.npy ([n - 1, vocab], row p
-predicts token p + 2, as tests/reference/dsv4_reference.py --mtp-output).
+back from the written files) for a few prompts; with an MTP layer golden/mtp_logits_K.npy
+([n - 1, vocab], row p predicts token p + 2, as tests/reference/dsv4_reference.py
+--mtp-output); with DSpark stages golden/dspark_K.json: the greedy first token after the prompt
+(the anchor) and the block-size drafts and confidences from it, as `flint generate
+--print-drafts` prints its first draft line, with each draft's margin over the runner-up.
+With --val: golden/heldout.i32 (held-out ids) and golden/perplexity.json (the torch forward's
+mean NLL on them, windowed as `flint perplexity --context 512 --windows 8`).
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import struct
@@ -30,6 +39,7 @@ import sys
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
@@ -205,6 +215,59 @@ def eval_mtp_logits(model, ids, dtype=torch.float32):
     return m.mtp_logits(streams[:, :-1], x[:, 1:])[0].to(torch.float32).numpy()
 
 
+@torch.no_grad()
+def eval_dspark_drafts(model, ids, anchor=None, n=None, dtype=torch.float32):
+    """Greedy DSpark drafts after the prompt ids: the anchor (default: the target's greedy next
+    token), then n (default: block size) drafts, left to right through the Markov head, with
+    their confidences and the margin of each draft's logit over the runner-up."""
+    m = model.to(dtype)
+    n = n or m.cfg.dspark_block_size
+    x = torch.tensor([ids], dtype=torch.int64)
+    streams, feats = m.forward_streams(x, features=True)
+    if anchor is None:
+        anchor = int(m.head(m.hidden(streams[:, -1:]))[0, -1].argmax())
+    seq = torch.cat([x, torch.tensor([[anchor]])], 1)
+    U, h = m.dspark_block(torch.cat([feats, feats[:, -1:]], 1), seq, torch.tensor([0]),
+                         torch.tensor([len(ids)]), n)
+    prev, drafts, conf, margin = anchor, [], [], []
+    for k in range(n):
+        z, c = m.dspark_heads(U[:, k:k + 1], h[:, k:k + 1], torch.tensor([[prev]]))
+        top = torch.topk(z[0, 0].double(), 2)
+        prev = int(top.indices[0])
+        drafts.append(prev)
+        conf.append(float(torch.sigmoid(c[0, 0].double())))
+        margin.append(float(top.values[0] - top.values[1]))
+    return {"context": len(ids), "anchor": anchor, "drafts": drafts, "confidence": conf,
+            "margin": margin}
+
+
+@torch.no_grad()
+def eval_perplexity(model, ids, context, windows, dtype=torch.float32):
+    """Mean NLL of `flint perplexity --context C --windows W` on ids: W windows at k * step
+    (step = (n - C - 1) // W), each scored from an empty context."""
+    m = model.to(dtype)
+    step = max(1, (len(ids) - context - 1) // windows)
+    total = 0.0
+    for k in range(windows):
+        w = torch.tensor([ids[k * step:k * step + context + 1]], dtype=torch.int64)
+        logits = m(w[:, :-1])[0].double()
+        total += F.cross_entropy(logits, w[0, 1:], reduction="sum").item()
+    return total / (windows * context)
+
+
+def write_perplexity(directory, model, val_bin, tokens=16385, context=512, windows=8):
+    """golden/heldout.i32: the first `tokens` held-out ids (val.bin), golden/perplexity.json:
+    the torch eval forward's mean NLL on them as `flint perplexity` windows them."""
+    ids = np.fromfile(val_bin, dtype=np.uint16)[:tokens].astype("<i4")
+    gdir = os.path.join(directory, "golden")
+    ids.tofile(os.path.join(gdir, "heldout.i32"))
+    nll = eval_perplexity(model, ids.tolist(), context, windows)
+    with open(os.path.join(gdir, "perplexity.json"), "w") as f:
+        json.dump({"file": "heldout.i32", "context": context, "windows": windows,
+                   "quant_simulation": "official", "dtype": "float32", "mean_nll": nll,
+                   "perplexity": math.exp(nll)}, f)
+
+
 def write_golden(directory, model, tokenizer_dir):
     import data as D
     tok = D.Tokenizer(D.load_merges(tokenizer_dir))
@@ -216,7 +279,10 @@ def write_golden(directory, model, tokenizer_dir):
             json.dump({"text": text, "ids": ids, "dtype": "float32",
                        "quant_simulation": "official"}, f)
         np.save(os.path.join(gdir, f"logits_{k}.npy"), eval_logits(model, ids))
-        if model.cfg.num_nextn_predict_layers:
+        if model.cfg.dspark_block_size:
+            with open(os.path.join(gdir, f"dspark_{k}.json"), "w") as f:
+                json.dump(eval_dspark_drafts(model, ids), f)
+        elif model.cfg.num_nextn_predict_layers:
             np.save(os.path.join(gdir, f"mtp_logits_{k}.npy"), eval_mtp_logits(model, ids))
 
 
@@ -229,6 +295,8 @@ def main():
     ap.add_argument("--tokenizer", required=True, help="folder with tokenizer.json (data.py --out)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--no-golden", action="store_true")
+    ap.add_argument("--val", help="held-out ids (data.py's val.bin): also write golden/heldout.i32 "
+                                  "and the torch perplexity on it")
     ap.add_argument("--no-mtp", action="store_true",
                     help="leave out the MTP layer of a train_mtp.py checkpoint (target only)")
     args = ap.parse_args()
@@ -243,14 +311,17 @@ def main():
         cfg = M.Config(**state["config"])
         sd = state["model"]
         if args.no_mtp:
-            cfg.num_nextn_predict_layers = 0
+            cfg.num_nextn_predict_layers = cfg.dspark_block_size = 0
             sd = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
         model = M.Transformer(cfg)
         model.load_state_dict(sd)
     export(model, args.out, args.tokenizer)
     print(f"wrote {args.out}: {M.count_params(model) / 1e6:.2f} M parameters", file=sys.stderr)
     if not args.no_golden:
-        write_golden(args.out, read_back(args.out), args.tokenizer)
+        back = read_back(args.out)
+        write_golden(args.out, back, args.tokenizer)
+        if args.val:
+            write_perplexity(args.out, back, args.val)
 
 
 if __name__ == "__main__":

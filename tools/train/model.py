@@ -79,10 +79,16 @@ class Config:
     rms_norm_eps: float = 1e-6
     bos_token_id: int = 0
     eos_token_id: int = 1
+    # DeepSeek-V4-Flash-0731's DSpark draft (0: none); the stages are mtp.0..N-1 with
+    # N = num_nextn_predict_layers
+    dspark_block_size: int = 0
+    dspark_noise_token_id: int = 0
+    dspark_target_layer_ids: List[int] = field(default_factory=list)
+    dspark_markov_rank: int = 0
 
     def to_hf(self):
         """config.json as DeepSeek ships it (and `flint make-tiny` writes it)."""
-        return {
+        hf = {
             "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
             "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_hidden_layers,
@@ -113,6 +119,11 @@ class Config:
                                     "weight_block_size": [128, 128]},
             "torch_dtype": "bfloat16",
         }
+        if self.dspark_block_size:
+            for k in ("dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids",
+                      "dspark_markov_rank"):
+                hf[k] = getattr(self, k)
+        return hf
 
     @staticmethod
     def from_hf(hf):
@@ -325,6 +336,10 @@ class Rope:
         self.cache = {}
 
     def cos_sin(self, positions, dtype):
+        """positions [n] (cached: ranges repeat every step) or [N, n] (DSpark blocks)."""
+        if positions.dim() != 1:
+            ang = positions.to(torch.float64)[..., None] * self.freqs
+            return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
         key = (positions.numel(), int(positions[0]) if positions.numel() else 0,
                int(positions[-1]) if positions.numel() else 0, dtype)
         got = self.cache.get(key)
@@ -335,7 +350,7 @@ class Rope:
         return got
 
     def apply(self, x, positions, inverse=False):
-        """x [..., n, heads, rd]: position axis -3."""
+        """x [..., n, heads, rd]: position axis -3; positions [n] or [N, n] (x [N, n, ...])."""
         dt = torch.float64 if x.dtype == torch.float64 else torch.float32
         cos, sin = self.cos_sin(positions, dt)
         cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)             # [n, 1, rd/2]
@@ -495,10 +510,7 @@ class Attention(nn.Module):
         q = self.wq_b(qr).reshape(B, T, H, hd)
         q = rms_norm(q, None, cfg.rms_norm_eps)                       # m.py:518
         q = rope_tail(self.rope, q, pos, rd)
-        kv = self.kv_norm(self.wkv(x))
-        kv = rope_tail(self.rope, kv, pos, rd)
-        if self.quant.acts:                                           # m.py:524-526
-            kv = torch.cat([fp8_act(kv[..., :-rd], 64), kv[..., -rd:]], dim=-1)
+        kv = self.kv_rows(x, pos)
         dt = q.dtype if q.dtype == torch.float64 else torch.float32
         i, j = pos[:, None], pos[None, :]
         mask = ((j <= i) & (j > i - win)).expand(B, T, T)             # window, m.py:281-284
@@ -528,12 +540,49 @@ class Attention(nn.Module):
         p = torch.softmax(logits, dim=-1)[..., :-1]                   # sink: denominator only
         if self.ratio == 4 and self.training:
             self.aux_loss = self.indexer_loss(s, mask, visible, iscore, T)
+        return self.output(p, keys, q.dtype, pos)
+
+    def kv_rows(self, x, pos):
+        """The window KV rows of x [B, T, D] at positions pos: kv_norm(wkv(x)), RoPE, the
+        non-rope dims through FP8 in blocks of 64 (m.py:522-526)."""
+        rd = self.cfg.qk_rope_head_dim
+        kv = rope_tail(self.rope, self.kv_norm(self.wkv(x)), pos, rd)
+        if self.quant.acts:
+            kv = torch.cat([fp8_act(kv[..., :-rd], 64), kv[..., -rd:]], dim=-1)
+        return kv
+
+    def output(self, p, keys, dtype, pos):
+        """p [B, H, T, S] attention weights over keys [B, S, hd] (K = V) -> [B, T, D]: inverse
+        RoPE (m.py:554), grouped wo_a (m.py:557-562), wo_b."""
+        cfg = self.cfg
+        B, _, T, _ = p.shape
         o = torch.einsum("bhts,bsd->bthd", p.to(keys.dtype), keys)
-        o = rope_tail(self.rope, o.to(q.dtype), pos, rd, inverse=True)  # m.py:554
+        o = rope_tail(self.rope, o.to(dtype), pos, cfg.qk_rope_head_dim, inverse=True)
         g = cfg.o_groups
-        wo_a = self.wo_a.qweight().reshape(g, cfg.o_lora_rank, -1)   # m.py:557-562
+        wo_a = self.wo_a.qweight().reshape(g, cfg.o_lora_rank, -1)
         o = torch.einsum("btgd,grd->btgr", o.reshape(B, T, g, -1), wo_a.to(o.dtype))
         return self.wo_b(o.reshape(B, T, -1))
+
+    def draft_block(self, x, pos, ctx, ctx_pos):
+        """A DSpark stage's attention (flint attention.cpp, segment.block; DeepSpec's
+        create_dspark_attention_mask): x [N, n, D] the block rows at positions pos [N, n];
+        ctx [N, W, hd] the stage's context rows at ctx_pos [N, W] (all before the block's
+        anchor; -1: none). The row at p sees the context rows c > p - window and all n block
+        rows (non-causal); softmax with the sink."""
+        cfg = self.cfg
+        N, n, _ = x.shape
+        H, hd, rd = cfg.num_attention_heads, cfg.head_dim, cfg.qk_rope_head_dim
+        q = self.wq_b(self.q_norm(self.wq_a(x))).reshape(N, n, H, hd)
+        q = rope_tail(self.rope, rms_norm(q, None, cfg.rms_norm_eps), pos, rd)
+        kv = self.kv_rows(x, pos)
+        keys = torch.cat([ctx.to(kv.dtype), kv], dim=1)               # [N, W + n, hd]
+        seen = (ctx_pos[:, None, :] >= 0) & (ctx_pos[:, None, :] > pos[:, :, None] - cfg.sliding_window)
+        mask = torch.cat([seen, torch.ones(N, n, n, dtype=torch.bool)], dim=2)
+        dt = q.dtype if q.dtype == torch.float64 else torch.float32
+        s = torch.einsum("bthd,bsd->bhts", q, keys.to(q.dtype)).to(dt) * hd ** -0.5
+        sink = self.attn_sink.to(dt).view(1, H, 1, 1).expand(N, H, n, 1)
+        p = torch.softmax(torch.cat([s.masked_fill(~mask[:, None], float("-inf")), sink], -1), -1)
+        return self.output(p[..., :-1], keys, q.dtype, pos)
 
     def indexer_loss(self, s, mask, visible, iscore, T):
         """KL(target || indexer) over the visible compressed entries (DeepSeek-V3.2's dense
@@ -700,9 +749,10 @@ class Block(nn.Module):
         return post.unsqueeze(-1) * x.to(dt).unsqueeze(-2) + torch.einsum(
             "btjk,btjd->btkd", comb, streams.to(dt))
 
-    def forward(self, streams, ids):
+    def forward(self, streams, ids, attn=None):
+        """attn: replaces self.attn's forward (a DSpark stage's block attention)."""
         x, post, comb = self.hc_pre(streams, "attn")
-        x = self.attn(self.attn_norm(x))
+        x = (attn or self.attn)(self.attn_norm(x))
         streams = self.hc_post(x, streams, post, comb)
         x, post, comb = self.hc_pre(streams, "ffn")
         x = self.ffn(self.ffn_norm(x), ids)
@@ -771,6 +821,52 @@ class MTPLayer(Block):
         return self.norm(hc_head(self, x, self.cfg))
 
 
+class MarkovHead(nn.Module):
+    """DSpark's Markov head: z_k = U_k + markov_w2 . markov_w1[prev_k] (markov_w1 [V, r] read as
+    an embedding, markov_w2 r -> V, no bias; DeepSpec markov_head.py)."""
+
+    def __init__(self, quant, cfg):
+        super().__init__()
+        r, V = cfg.dspark_markov_rank, cfg.vocab_size
+        self.markov_w1 = Linear(quant, r, V, "bf16")
+        self.markov_w2 = Linear(quant, r, V, "bf16")
+        with torch.no_grad():                   # starts as no correction
+            self.markov_w2.weight.zero_()
+
+    def embed(self, prev):
+        return F.embedding(prev, self.markov_w1.qweight())
+
+
+class ConfidenceHead(nn.Module):
+    """c_k = sigmoid(proj . [h_k ; markov_w1[prev_k]]) (no bias on V4)."""
+
+    def __init__(self, quant, cfg):
+        super().__init__()
+        self.proj = Linear(quant, cfg.hidden_size + cfg.dspark_markov_rank, 1, "bf16")
+        with torch.no_grad():
+            self.proj.weight.zero_()
+
+
+class DSparkStage(Block):
+    """Stage `mtp.K` of a DSpark draft (DeepSeek-V4-Flash-0731; flint model/deepseek_v4/dspark.h,
+    tests/reference/dspark_reference.py): an ordinary window-only block (layer id
+    num_hidden_layers + K, bias routing) whose attention is Attention.draft_block. Stage 0 also
+    holds main_proj / main_norm (target features -> main_x, the context rows' input); the last
+    stage holds norm, hc_head_*, the Markov head and the confidence head."""
+
+    def __init__(self, quant, cfg, k):
+        super().__init__(quant, cfg, cfg.num_hidden_layers + k, 0)
+        D = cfg.hidden_size
+        if k == 0:
+            self.main_proj = Linear(quant, len(cfg.dspark_target_layer_ids) * D, D, "fp8")
+            self.main_norm = RMSNorm(quant, D, cfg.rms_norm_eps)
+        if k == cfg.num_nextn_predict_layers - 1:
+            self.norm = RMSNorm(quant, D, cfg.rms_norm_eps)
+            hc_head_init(self, cfg)
+            self.markov_head = MarkovHead(quant, cfg)
+            self.confidence_head = ConfidenceHead(quant, cfg)
+
+
 class Transformer(nn.Module):
     def __init__(self, cfg, quant=None):
         super().__init__()
@@ -784,18 +880,28 @@ class Transformer(nn.Module):
         self.head = Linear(q, cfg.hidden_size, cfg.vocab_size, "bf16")
         hc_head_init(self, cfg)
         if cfg.num_nextn_predict_layers:
-            self.mtp = nn.ModuleList([MTPLayer(q, cfg, k)
-                                      for k in range(cfg.num_nextn_predict_layers)])
+            kind = DSparkStage if cfg.dspark_block_size else MTPLayer
+            self.mtp = nn.ModuleList([kind(q, cfg, k) for k in range(cfg.num_nextn_predict_layers)])
 
-    def forward_streams(self, ids):
-        """ids [B, T] from position 0 -> final streams [B, T, hc, D]."""
+    def embed_streams(self, ids):
         h = self.embed(ids)
         if self.cfg.hc_mult and h.dtype != torch.float64:
             h = h.float()
-        streams = h.unsqueeze(-2).expand(h.shape[:-1] + (self.cfg.hc_mult, h.shape[-1]))
-        for blk in self.layers:
+        return h.unsqueeze(-2).expand(h.shape[:-1] + (self.cfg.hc_mult, h.shape[-1]))
+
+    def forward_streams(self, ids, features=False):
+        """ids [B, T] from position 0 -> final streams [B, T, hc, D]; with features, also the
+        DSpark features [B, T, len(dspark_target_layer_ids) * D]: each target layer's output
+        streams averaged over the hc streams, concatenated in the config's order."""
+        streams = self.embed_streams(ids)
+        means = {}
+        for i, blk in enumerate(self.layers):
             streams = blk(streams, ids)
-        return streams
+            if features and i in self.cfg.dspark_target_layer_ids:
+                means[i] = streams.mean(-2)
+        if not features:
+            return streams
+        return streams, torch.cat([means[i] for i in self.cfg.dspark_target_layer_ids], -1)
 
     def hidden(self, streams):
         """hc_head (m.py:754-761), then norm."""
@@ -808,6 +914,40 @@ class Transformer(nn.Module):
     def mtp_logits(self, streams, next_ids, k=0):
         """MTP layer k: streams [B, T, hc, D] at p and tokens p + 1 -> logits for p + 2."""
         return self.head(self.mtp[k].hidden(streams, next_ids, self.embed))
+
+    def dspark_block(self, features, ids, rows, anchors, n):
+        """The DSpark draft's base logits for blocks of n rows. features [B, T, F] and ids
+        [B, T]: the target's features and tokens from position 0; block a starts at position
+        anchors[a] of sequence rows[a] (its anchor token ids[rows[a], anchors[a]]; its context
+        the positions before it), then n - 1 noise tokens. -> U [A, n, V] (base logits: row k
+        predicts the token at anchor + k + 1), h [A, n, D] (hc_head's output).
+        The context rows are computed for all T positions, then each block gathers the
+        window - 1 before its anchor."""
+        cfg, stages = self.cfg, self.mtp
+        A, T = anchors.shape[0], ids.shape[1]
+        main_x = stages[0].main_norm(stages[0].main_proj(features))           # [B, T, D]
+        W = cfg.sliding_window - 1
+        ctx_pos = anchors[:, None] - W + torch.arange(W)                       # [A, W]
+        ctx_pos = torch.where(ctx_pos >= 0, ctx_pos, torch.full_like(ctx_pos, -1))
+        pos = anchors[:, None] + torch.arange(n)                               # [A, n]
+        blk = torch.full((A, n), cfg.dspark_noise_token_id, dtype=torch.int64)
+        blk[:, 0] = ids[rows, anchors]
+        streams = self.embed_streams(blk)
+        for st in stages:
+            ctx = st.attn.kv_rows(main_x, torch.arange(T))[rows[:, None], ctx_pos.clamp(min=0)]
+            streams = st(streams, blk,
+                         attn=lambda x, st=st, ctx=ctx: st.attn.draft_block(x, pos, ctx, ctx_pos))
+        h = hc_head(stages[-1], streams, cfg)
+        return self.head(stages[-1].norm(h)), h
+
+    def dspark_heads(self, U, h, prev):
+        """Markov-corrected logits z [A, n, V] and confidence logits [A, n] given prev [A, n]
+        (prev_0 = the anchor, then the previous row's token)."""
+        last = self.mtp[-1]
+        e = last.markov_head.embed(prev)
+        z = U + last.markov_head.markov_w2(e).to(U.dtype)
+        c = last.confidence_head.proj(torch.cat([h.to(e.dtype), e], -1)).squeeze(-1)
+        return z, c
 
     def aux_losses(self):
         return [b.attn.aux_loss for b in self.layers if b.attn.aux_loss is not None]
