@@ -5,7 +5,8 @@
   /usr/bin/python3 tools/train/export.py --random --seed 1 --tokenizer DATA_DIR --out MODEL_DIR
 
 Layout (as `flint make-tiny` writes, src/model/deepseek_v4/tiny_checkpoint.cpp): config.json,
-model-00001-of-00001.safetensors + model.safetensors.index.json, tokenizer.json,
+model-0000K-of-0000N.safetensors (the target's tensors, then a draft's) +
+model.safetensors.index.json, tokenizer.json,
 tokenizer_config.json. Tensors: FP8 linears as F8_E4M3 `.weight` + F8_E8M0 `.scale` (one per
 128x128 block); routed experts as packed FP4 E2M1 (I8 [out, in/2], low nibble = even input)
 + F8_E8M0 `.scale` [out, in/32]; embed, head, norms, gate, compressor wkv/wgate, indexer
@@ -163,13 +164,22 @@ def write_safetensors(path, tensors):
 
 
 def export(model, out, tokenizer_dir):
+    """The target's tensors go to one shard and a draft's (mtp.*) to a second, so the target's
+    shard is the same file, byte for byte, whichever draft rides along (git stores it once
+    for models/dsv4-mini and models/dsv4-mini-0731)."""
     os.makedirs(out, exist_ok=True)
     tensors, deq = checkpoint_tensors(model)
-    shard = "model-00001-of-00001.safetensors"
-    size = write_safetensors(os.path.join(out, shard), tensors)
+    parts = [{k: v for k, v in tensors.items() if not k.startswith("mtp.")},
+             {k: v for k, v in tensors.items() if k.startswith("mtp.")}]
+    parts = [p for p in parts if p]
+    weight_map, size = {}, 0
+    for i, part in enumerate(parts):
+        shard = f"model-{i + 1:05d}-of-{len(parts):05d}.safetensors"
+        size += write_safetensors(os.path.join(out, shard), part)
+        weight_map.update({k: shard for k in part})
     with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": size},
-                   "weight_map": {k: shard for k in sorted(tensors)}}, f, indent=2)
+                   "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}, f, indent=2)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(model.cfg.to_hf(), f, indent=2)
     for name in ("tokenizer.json", "tokenizer_config.json"):
