@@ -59,7 +59,7 @@ def main():
         out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#c33"/>')
     lx = W - R - 170
     out.append(f'<line x1="{lx}" x2="{lx + 20}" y1="{T + 14}" y2="{T + 14}" stroke="#888"/>'
-               f'<text x="{lx + 26}" y="{T + 18}">train (per 20 steps)</text>')
+               f'<text x="{lx + 26}" y="{T + 18}">train</text>')
     out.append(f'<line x1="{lx}" x2="{lx + 20}" y1="{T + 32}" y2="{T + 32}" stroke="#c33" '
                f'stroke-width="2"/><text x="{lx + 26}" y="{T + 36}">held-out</text>')
     out.append("</svg>")

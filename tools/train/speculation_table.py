@@ -20,17 +20,21 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import data as D  # noqa: E402
 
 
 def generate(flint, model, prompts, gen, threads, spec):
+    """Greedy `flint generate` of every prompt (token id lists) in one batch, gen tokens each;
+    spec: None or a --speculative-config object. -> (generated ids per prompt, the draft
+    lines of --print-drafts). tests/golden/trained_model uses it too (numpy-free)."""
     cmd = [flint, "generate", model, "--temperature", "0", "--ignore-eos", "--max-tokens",
            str(gen), "--threads", str(threads), "--log-level", "warning"]
     for p in prompts:
         cmd += ["--token-ids", ",".join(map(str, p))]
     cmd += ["--print-drafts", "--speculative-config", json.dumps(spec)] if spec else ["--print-ids"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    out = p.stdout
     if not spec:        # "--- prompt label (finish) ---" then the ids, prompts in order
         blocks = [b for b in out.split("--- ") if b.strip()]
         return [[int(t) for t in b.split("---", 1)[1].replace("\n", "").split(",") if t.strip()]
@@ -60,6 +64,8 @@ def main():
     lo, _, hi = args.drafts.partition("-")
     ks = range(int(lo), int(hi or lo) + 1)
     models = dict(m.split("=", 1) for m in args.model)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import data as D
     tok = D.Tokenizer(D.load_merges(next(iter(models.values()))))
     ids = tok.encode(open(args.text_file, encoding="utf-8").read()[:200000])
     step = (len(ids) - args.prompt_len) // args.prompts

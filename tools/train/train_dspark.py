@@ -28,7 +28,6 @@ config num_nextn_predict_layers = stages and the dspark_* keys) and DSPARK_RUN/l
 terms, and on held-out windows the teacher-forced agreement of each block row's draft with the
 target's greedy token and the mean accepted length that agreement implies.
 """
-import argparse
 import csv
 import os
 import sys
@@ -41,7 +40,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 from train import lr_at, save as save_checkpoint  # noqa: E402
-from train_mtp import update_gate_bias, windows  # noqa: E402
+from train_mtp import (head_arg_parser, head_optimizer, load_head, update_gate_bias,  # noqa: E402
+                       windows)
 
 
 def dspark_losses(model, w, anchors, n, bf16):
@@ -108,34 +108,14 @@ def new_draft(state, args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--main", required=True, help="train.py checkpoint of the main model (frozen)")
-    ap.add_argument("--data", required=True, help="data.py --out folder (train.bin, val.bin)")
-    ap.add_argument("--out", required=True, help="run folder: ckpt/, log.csv")
-    ap.add_argument("--steps", type=int, default=600)
+    ap = head_arg_parser(__doc__, steps=600, warmup=30, seed=3, log_every=10, eval_every=100,
+                         eval_windows=8)
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--block-size", type=int, default=7, help="dspark_block_size")
     ap.add_argument("--markov-rank", type=int, default=64, help="dspark_markov_rank")
     ap.add_argument("--noise-token-id", type=int, default=8129,
                     help="dspark_noise_token_id (default: <｜place▁holder▁no▁0｜> of data.py)")
-    ap.add_argument("--seq-len", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--anchors", type=int, default=32, help="anchor positions per sequence")
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--grad-clip", type=float, default=1.0)
-    ap.add_argument("--bias-rate", type=float, default=1e-3, help="gate bias update per step")
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-bf16", action="store_true")
-    ap.add_argument("--no-quant", action="store_true", help="train without QAT roundings")
-    ap.add_argument("--ckpt-minutes", type=float, default=10)
-    ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--eval-windows", type=int, default=8)
-    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (tests)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     bf16 = not args.no_bf16
@@ -150,11 +130,8 @@ def main():
     cfg = M.Config(**state["config"]) if resumed else new_draft(state, args)
     torch.manual_seed(args.seed)
     model = M.Transformer(cfg, M.Quant(weights=not args.no_quant, acts=not args.no_quant))
-    if resumed:
-        model.load_state_dict(state["model"])
-    else:
-        missing, unexpected = model.load_state_dict(state["model"], strict=False)
-        assert not unexpected and all(k.startswith("mtp.") for k in missing), (missing, unexpected)
+    load_head(model, state, resumed)
+    if not resumed:
         # stage k starts as a copy of layer L - stages + k where the shapes agree (attention
         # projections, experts, gate, hc mixes); hc_head and norm as the main model's
         sd, L = model.state_dict(), cfg.num_hidden_layers
@@ -165,18 +142,7 @@ def main():
                     other = src + name[len(f"mtp.{k}."):]
                     if name.startswith(f"mtp.{k}.") and other in sd and sd[other].shape == t.shape:
                         t.copy_(sd[other])
-            last = model.mtp[-1]
-            for key in ("hc_head_fn", "hc_head_base", "hc_head_scale"):
-                getattr(last, key).copy_(getattr(model, key))
-            last.norm.weight.copy_(model.norm.weight)
-    for name, p in model.named_parameters():
-        p.requires_grad_(name.startswith("mtp."))
-    params = list(model.mtp.named_parameters())
-    decay = [p for n, p in params if p.dim() >= 2 and "hc_" not in n]
-    no_decay = [p for n, p in params if not (p.dim() >= 2 and "hc_" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    params, opt = head_optimizer(model, args)
     step = 0
     if resumed:
         opt.load_state_dict(state["opt"])

@@ -80,29 +80,65 @@ def update_gate_bias(mtp, rate):
             g.load = None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def head_arg_parser(doc, steps, warmup, seed, log_every, eval_every, eval_windows):
+    """The flags every head trainer (train_mtp.py, train_dspark.py) takes."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--main", required=True, help="train.py checkpoint of the main model (frozen)")
     ap.add_argument("--data", required=True, help="data.py --out folder (train.bin, val.bin)")
     ap.add_argument("--out", required=True, help="run folder: ckpt/, log.csv")
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=1.0)
     ap.add_argument("--bias-rate", type=float, default=1e-3, help="gate bias update per step")
-    ap.add_argument("--seed", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-bf16", action="store_true")
     ap.add_argument("--no-quant", action="store_true", help="train without QAT roundings")
     ap.add_argument("--ckpt-minutes", type=float, default=10)
-    ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--eval-every", type=int, default=250)
-    ap.add_argument("--eval-windows", type=int, default=16)
+    ap.add_argument("--log-every", type=int, default=log_every)
+    ap.add_argument("--eval-every", type=int, default=eval_every)
+    ap.add_argument("--eval-windows", type=int, default=eval_windows)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (tests)")
+    return ap
+
+
+def load_head(model, state, resumed):
+    """A resumed head run's full state, or the main model's with the head new: only mtp.*
+    missing; the last head layer's hc_head and norm start as the main model's (they feed the
+    same head)."""
+    if resumed:
+        model.load_state_dict(state["model"])
+        return
+    missing, unexpected = model.load_state_dict(state["model"], strict=False)
+    assert not unexpected and all(k.startswith("mtp.") for k in missing), (missing, unexpected)
+    with torch.no_grad():
+        last = model.mtp[-1]
+        for k in ("hc_head_fn", "hc_head_base", "hc_head_scale"):
+            getattr(last, k).copy_(getattr(model, k))
+        last.norm.weight.copy_(model.norm.weight)
+
+
+def head_optimizer(model, args):
+    """Freezes all but mtp.*; AdamW over the head (no weight decay on vectors and hc_*)."""
+    for n, p in model.named_parameters():
+        p.requires_grad_(n.startswith("mtp."))
+    params = list(model.mtp.named_parameters())
+    decay = [p for n, p in params if p.dim() >= 2 and "hc_" not in n]
+    no_decay = [p for n, p in params if not (p.dim() >= 2 and "hc_" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    return params, opt
+
+
+def main():
+    ap = head_arg_parser(__doc__, steps=2000, warmup=50, seed=2, log_every=10, eval_every=250,
+                         eval_windows=16)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     bf16 = not args.no_bf16
@@ -123,24 +159,8 @@ def main():
         torch.manual_seed(args.seed)
     quant = M.Quant(weights=not args.no_quant, acts=not args.no_quant)
     model = M.Transformer(cfg, quant)
-    if resumed:
-        model.load_state_dict(state["model"])
-    else:
-        missing, unexpected = model.load_state_dict(state["model"], strict=False)
-        assert not unexpected and all(k.startswith("mtp.") for k in missing), (missing, unexpected)
-        with torch.no_grad():                   # same head: start from the main hc_head + norm
-            m = model.mtp[0]
-            for k in ("hc_head_fn", "hc_head_base", "hc_head_scale"):
-                getattr(m, k).copy_(getattr(model, k))
-            m.norm.weight.copy_(model.norm.weight)
-    for n, p in model.named_parameters():
-        p.requires_grad_(n.startswith("mtp."))
-    params = list(model.mtp.named_parameters())
-    decay = [p for n, p in params if p.dim() >= 2 and "hc_" not in n]
-    no_decay = [p for n, p in params if not (p.dim() >= 2 and "hc_" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    load_head(model, state, resumed)
+    params, opt = head_optimizer(model, args)
     step, tokens = 0, 0
     if resumed:
         opt.load_state_dict(state["opt"])
