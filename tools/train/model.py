@@ -25,10 +25,10 @@ attention: target = the main attention's probability mass on each visible compre
 summed over heads and normalised; the indexer's inputs are detached, so this loss trains only
 the indexer and the main loss never reaches it.
 
-Extension points: Block is the full decoder layer that MTP (`mtp.0`, m.py:765-792) and DSpark
-stages reuse; Transformer.forward_streams gives the final streams an MTP layer reads. With
-num_nextn_predict_layers > 0 the Transformer also holds `mtp.K` (MTPLayer; train_mtp.py trains
-it on the frozen main model).
+Drafts: Block is the full decoder layer that MTP (`mtp.0`, m.py:765-792) and DSpark stages
+reuse. With num_nextn_predict_layers > 0 the Transformer also holds `mtp.K`: MTPLayer
+(train_mtp.py), or with the dspark_* keys DSparkStage (train_dspark.py; Transformer.dspark_block
+and dspark_heads run the draft, forward_streams(features=True) gives its target features).
 """
 import json
 import math
