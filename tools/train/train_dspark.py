@@ -40,8 +40,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 from train import lr_at, save as save_checkpoint  # noqa: E402
-from train_mtp import (head_arg_parser, head_optimizer, load_head, update_gate_bias,  # noqa: E402
-                       windows)
+from train_mtp import (head_arg_parser, head_optimizer, load_head, open_head_run,  # noqa: E402
+                       update_gate_bias, windows)
 
 
 def dspark_losses(model, w, anchors, n, bf16):
@@ -117,16 +117,8 @@ def main():
                     help="dspark_noise_token_id (default: <｜place▁holder▁no▁0｜> of data.py)")
     ap.add_argument("--anchors", type=int, default=32, help="anchor positions per sequence")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    train, val, latest, resumed, state = open_head_run(args)
     bf16 = not args.no_bf16
-
-    train = np.memmap(os.path.join(args.data, "train.bin"), dtype=np.uint16, mode="r")
-    val = np.memmap(os.path.join(args.data, "val.bin"), dtype=np.uint16, mode="r")
-    ckdir = os.path.join(args.out, "ckpt")
-    os.makedirs(ckdir, exist_ok=True)
-    latest = os.path.join(ckdir, "latest.pt")
-    resumed = os.path.exists(latest)
-    state = torch.load(latest if resumed else args.main, map_location="cpu")
     cfg = M.Config(**state["config"]) if resumed else new_draft(state, args)
     torch.manual_seed(args.seed)
     model = M.Transformer(cfg, M.Quant(weights=not args.no_quant, acts=not args.no_quant))

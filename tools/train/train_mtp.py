@@ -107,6 +107,20 @@ def head_arg_parser(doc, steps, warmup, seed, log_every, eval_every, eval_window
     return ap
 
 
+def open_head_run(args):
+    """Threads, the data, and the state to start from: the run's own latest checkpoint when
+    it has one (resumed), else the main model's. -> (train, val, latest path, resumed, state)."""
+    torch.set_num_threads(args.threads)
+    train = np.memmap(os.path.join(args.data, "train.bin"), dtype=np.uint16, mode="r")
+    val = np.memmap(os.path.join(args.data, "val.bin"), dtype=np.uint16, mode="r")
+    ckdir = os.path.join(args.out, "ckpt")
+    os.makedirs(ckdir, exist_ok=True)
+    latest = os.path.join(ckdir, "latest.pt")
+    resumed = os.path.exists(latest)
+    return train, val, latest, resumed, torch.load(latest if resumed else args.main,
+                                                   map_location="cpu")
+
+
 def load_head(model, state, resumed):
     """A resumed head run's full state, or the main model's with the head new: only mtp.*
     missing; the last head layer's hc_head and norm start as the main model's (they feed the
@@ -140,16 +154,8 @@ def main():
     ap = head_arg_parser(__doc__, steps=2000, warmup=50, seed=2, log_every=10, eval_every=250,
                          eval_windows=16)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    train, val, latest, resumed, state = open_head_run(args)
     bf16 = not args.no_bf16
-
-    train = np.memmap(os.path.join(args.data, "train.bin"), dtype=np.uint16, mode="r")
-    val = np.memmap(os.path.join(args.data, "val.bin"), dtype=np.uint16, mode="r")
-    ckdir = os.path.join(args.out, "ckpt")
-    os.makedirs(ckdir, exist_ok=True)
-    latest = os.path.join(ckdir, "latest.pt")
-    resumed = os.path.exists(latest)
-    state = torch.load(latest if resumed else args.main, map_location="cpu")
     cfg = M.Config(**state["config"])
     if not resumed:
         if cfg.num_nextn_predict_layers:
