@@ -40,8 +40,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 from train import lr_at, save as save_checkpoint  # noqa: E402
-from train_mtp import (head_arg_parser, head_optimizer, load_head, open_head_run,  # noqa: E402
-                       update_gate_bias, windows)
+from train_mtp import (head_arg_parser, head_optimizer, head_step, load_head,  # noqa: E402
+                       open_head_run, windows)
 
 
 def dspark_losses(model, w, anchors, n, bf16):
@@ -182,11 +182,7 @@ def main():
         r = dspark_losses(model, w, anchors, n, bf16)
         terms = {k: weighted(r[k], n) for k in ("ce", "l1", "bce")}
         loss = 0.1 * terms["ce"] + 0.9 * terms["l1"] + terms["bce"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for _, p in params], args.grad_clip)
-        opt.step()
-        update_gate_bias(model.mtp, args.bias_rate)
+        head_step(model, params, opt, loss, args)
         step += 1
         for k in ("ce", "l1", "bce"):
             acc[k] += terms[k].item()

@@ -137,6 +137,15 @@ def load_head(model, state, resumed):
         last.norm.weight.copy_(model.norm.weight)
 
 
+def head_step(model, params, opt, loss, args):
+    """One optimiser step on the head: gradients clipped, then the gate biases balanced."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for _, p in params], args.grad_clip)
+    opt.step()
+    update_gate_bias(model.mtp, args.bias_rate)
+
+
 def head_optimizer(model, args):
     """Freezes all but mtp.*; AdamW over the head (no weight decay on vectors and hc_*)."""
     for n, p in model.named_parameters():
@@ -204,11 +213,7 @@ def main():
         logits, _ = mtp_step(model, w, bf16)
         tgt = w[:, 2:]
         loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for _, p in params], args.grad_clip)
-        opt.step()
-        update_gate_bias(model.mtp, args.bias_rate)
+        head_step(model, params, opt, loss, args)
         step += 1
         tokens += tokens_per_step
         tok_window += tokens_per_step
