@@ -119,13 +119,13 @@ int run_generate(std::span<const std::string> args) {
   std::vector<Prompt> prompts = read_prompts(texts, id_lists, prompts_file);
   QuantSimulation sim = run.apply();
 
-  Ranks ranks = Ranks::start(parallel.tensor_parallel_size,
-                             static_cast<double>(parallel.collective_timeout));
+  Ranks ranks =
+      Ranks::start(parallel.tensor_parallel_size, static_cast<double>(parallel.collective_timeout));
   auto model = ranks.load_model(model_dir, parallel.expert_parallel, fault);
   const dsv4::Config& config = model->config();
   std::optional<text::Tokenizer> tokenizer;
-  bool any_text = std::any_of(prompts.begin(), prompts.end(),
-                              [](const Prompt& p) { return !p.text.empty(); });
+  bool any_text =
+      std::any_of(prompts.begin(), prompts.end(), [](const Prompt& p) { return !p.text.empty(); });
   if (any_text || !print_ids) tokenizer = text::Tokenizer::load(model_dir);
   for (Prompt& p : prompts) {
     if (p.text.empty()) continue;
@@ -168,7 +168,8 @@ int run_generate(std::span<const std::string> args) {
   for (size_t i = 0; i < queues.size(); ++i) {
     engine::RequestOutput ev;
     while (queues[i]->pop(ev)) {
-      if (ev.finish == engine::FinishReason::kError) throw Error("{}: {}", prompts[i].label, ev.error);
+      if (ev.finish == engine::FinishReason::kError)
+        throw Error("{}: {}", prompts[i].label, ev.error);
       Output& out = outputs[{i, ev.sample}];
       if (!print_ids && !out.decoder) {
         out.decoder.emplace(*tokenizer, sampling.params.skip_special_tokens);
@@ -233,17 +234,18 @@ int run_generate(std::span<const std::string> args) {
     for (auto& [key, out] : outputs) {
       std::vector<int32_t> all = prompts[key.first].ids;
       all.insert(all.end(), out.all_ids.begin(), out.all_ids.end());
-      fmt::print("{}\n", nlohmann::json{{"prompt", key.first}, {"sample", key.second},
-                                        {"tokens", all}}
-                              .dump());
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"prompt", key.first}, {"sample", key.second}, {"tokens", all}}.dump());
     }
   }
   const engine::EngineStats s = engine.stats();
   spdlog::info(
-      "{} prompt(s): {} prompt tokens ({} from the prefix cache), {} generated in {:.3f} s "
+      "{} prompt(s): {} prompt tokens ({} from the prefix cache{}), {} generated in {:.3f} s "
       "({:.1f} tokens/s overall); {} engine steps, {:.1f} tokens per step, {} preemptions",
-      prompts.size(), prompt_tokens, cached, generated, seconds,
-      static_cast<double>(prompt_tokens - cached + generated) / seconds, s.steps,
+      prompts.size(), prompt_tokens, cached,
+      s.kv.disk ? fmt::format(", {} of them from disk", s.kv.disk_hit_tokens) : "", generated,
+      seconds, static_cast<double>(prompt_tokens - cached + generated) / seconds, s.steps,
       s.steps ? static_cast<double>(s.step_tokens) / static_cast<double>(s.steps) : 0.0,
       s.preemptions);
   if (ec.speculative.enabled()) spdlog::info("{}", describe_speculation(s));

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/thread_pool.h"
@@ -22,6 +23,13 @@ kv::KvCacheOptions cache_options(const dsv4::Model& model, const EngineConfig& c
   o.num_pages = kv_pool_pages(model.config(), c);
   o.prefix_caching = c.enable_prefix_caching;
   o.model_identity = model.identity();
+  if (const int ranks = comm_size(model.comm()); ranks > 1) {
+    // Blocks computed across ranks differ from one rank's in float32 rounding (another
+    // summation order): the disk tier keeps them apart.
+    o.model_identity =
+        hash_combine(o.model_identity,
+                     static_cast<uint64_t>(ranks) * 2 + (model.parallel().expert_parallel ? 1 : 0));
+  }
   if (c.kv_offloading_gib && *c.kv_offloading_gib > 0) {
     o.disk = kv::DiskTierOptions{c.kv_offloading_dir,
                                  static_cast<int64_t>(*c.kv_offloading_gib * (1 << 30)), 0};
@@ -77,10 +85,6 @@ EngineCore::EngineCore(const dsv4::Model& model, EngineConfig config)
       scheduler_(config_, cache_),
       proposer_(config_.speculative.enabled() ? make_proposer(model, config_) : nullptr) {
   if (comm_size(model.comm()) > 1) {
-    if (cache_.options().disk) {
-      throw Error("--kv-offloading-size with --tensor-parallel-size {} is not supported yet",
-                  comm_size(model.comm()));
-    }
     ranks_ = std::make_unique<StepSender>(*model.comm(), cache_, config_.debug_fault);
   }
   if (proposer_) {
@@ -91,9 +95,8 @@ EngineCore::EngineCore(const dsv4::Model& model, EngineConfig config)
       adaptive_ = std::make_unique<AdaptiveVerifier>(config_.speculative.num_tokens);
       profile_steps();
     }
-    spdlog::info("speculative decoding: {} drafts of up to {} tokens per step{}",
-                 proposer_->name(), config_.speculative.num_tokens,
-                 adaptive_ ? ", adaptive verification" : "");
+    spdlog::info("speculative decoding: {} drafts of up to {} tokens per step{}", proposer_->name(),
+                 config_.speculative.num_tokens, adaptive_ ? ", adaptive verification" : "");
   }
   const kv::KvLayout& l = cache_.layout();
   const int64_t pages = cache_.stats().pages_total;
@@ -120,10 +123,10 @@ EngineCore::EngineCore(const dsv4::Model& model, EngineConfig config)
       "state; {:.0f} bytes of window rows over all layers, held for the last {} tokens only",
       l.compressed_bytes_per_token(), l.window_bytes_per_token(), l.sliding_window);
   if (l.kv_format.dtype == kernels::KvDtype::kFp8) {
-    spdlog::info("KV cache: an fp8 row takes {} bytes, {:.0f}% of bf16's {}", l.kv_format.bytes(),
-                 100.0 * static_cast<double>(l.kv_format.bytes()) /
-                     static_cast<double>(2 * l.kv_format.dim),
-                 2 * l.kv_format.dim);
+    spdlog::info(
+        "KV cache: an fp8 row takes {} bytes, {:.0f}% of bf16's {}", l.kv_format.bytes(),
+        100.0 * static_cast<double>(l.kv_format.bytes()) / static_cast<double>(2 * l.kv_format.dim),
+        2 * l.kv_format.dim);
   }
   spdlog::info(
       "KV cache: {} pages, {:.2f} GiB; holds {} tokens in one sequence; maximum concurrency "
@@ -172,8 +175,7 @@ std::unique_ptr<Sequence> EngineCore::new_sequence(RequestState& r, int32_t samp
   if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(sample);
   const uint64_t fallback = config_.seed ^ std::hash<std::string>{}(req.id) ^
                             (static_cast<uint64_t>(sample) * 0x9E3779B97F4A7C15ull);
-  seq->sampler =
-      std::make_unique<Sampler>(p, req.prompt, model_.config().eos_token_ids, fallback);
+  seq->sampler = std::make_unique<Sampler>(p, req.prompt, model_.config().eos_token_ids, fallback);
   seq->draft_rng = Rng(p.seed.value_or(fallback) ^ 0xD8AF7C0FFEEull);
   return seq;
 }
@@ -206,11 +208,10 @@ std::optional<RequestOutput> EngineCore::abort(const std::string& id) {
   ev.usage.prompt_tokens = static_cast<int64_t>(r.request.prompt.size());
   for (auto& seq : r.samples) ev.usage.completion_tokens += seq->num_generated();
   ev.usage.cached_prompt_tokens = std::max<int64_t>(0, r.samples[0]->cached_prompt);
-  ev.usage.queue_seconds = r.queue_seconds >= 0
-                               ? r.queue_seconds
-                               : std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                               r.added)
-                                     .count();
+  ev.usage.queue_seconds =
+      r.queue_seconds >= 0
+          ? r.queue_seconds
+          : std::chrono::duration<double>(std::chrono::steady_clock::now() - r.added).count();
   for (auto& seq : r.samples) draft_log_.erase(seq.get());
   requests_.erase(it);
   return ev;
@@ -246,8 +247,10 @@ std::vector<RequestOutput> EngineCore::step() {
     Sequence& seq = *s.seq;
     RequestState& r = *seq.request;
     if (r.queue_seconds < 0) r.queue_seconds = std::chrono::duration<double>(now - r.added).count();
-    std::span<const int32_t> tokens = std::span<const int32_t>(seq.tokens).subspan(
-        static_cast<size_t>(seq.num_computed), static_cast<size_t>(s.num_tokens - s.num_drafts));
+    std::span<const int32_t> tokens =
+        std::span<const int32_t>(seq.tokens)
+            .subspan(static_cast<size_t>(seq.num_computed),
+                     static_cast<size_t>(s.num_tokens - s.num_drafts));
     if (s.num_drafts > 0) {  // the last token and the drafts, verified in one pass
       auto& v = with_drafts[i];
       v.assign(tokens.begin(), tokens.end());
@@ -311,8 +314,8 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
       continue;
     }
     seq.num_computed += s.num_tokens;
-    cache_.commit(*seq.kv, std::span<const int32_t>(seq.tokens)
-                               .first(static_cast<size_t>(seq.num_computed)));
+    cache_.commit(
+        *seq.kv, std::span<const int32_t>(seq.tokens).first(static_cast<size_t>(seq.num_computed)));
     if (seq.uncomputed() > 0) continue;  // a prompt chunk: nothing to sample yet
     RequestState& r = *seq.request;
     if (r.request.sampling.n > 1 && !r.forked) {
@@ -358,9 +361,9 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
         }
         const Draft& draft = d.seq->draft;
         bool ok = false;
-        d.results.push_back(sampler.verify(
-            r, draft.tokens[static_cast<size_t>(j)],
-            draft.q.empty() ? nullptr : &draft.q[static_cast<size_t>(j)], &ok));
+        d.results.push_back(
+            sampler.verify(r, draft.tokens[static_cast<size_t>(j)],
+                           draft.q.empty() ? nullptr : &draft.q[static_cast<size_t>(j)], &ok));
         if (!ok) break;
         sampler.accept(d.results.back().token);
         ++d.accepted;
@@ -388,10 +391,10 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
       draft_log_[&seq].push_back(
           {seq.num_computed - 1, seq.tokens[static_cast<size_t>(seq.num_computed - 1)],
            std::vector<int32_t>(dr.tokens.begin(), dr.tokens.begin() + d.drafts),
-           std::vector<float>(dr.confidence.begin(),
-                              dr.confidence.begin() + std::min<int64_t>(
-                                                          d.drafts, static_cast<int64_t>(
-                                                                        dr.confidence.size()))),
+           std::vector<float>(
+               dr.confidence.begin(),
+               dr.confidence.begin() +
+                   std::min<int64_t>(d.drafts, static_cast<int64_t>(dr.confidence.size()))),
            d.accepted});
     }
     seq.draft.clear();
@@ -399,8 +402,8 @@ void EngineCore::update(const SchedulerOutput& out, std::vector<float>& logits,
     if (ranks_) ranks_->rollback(d.index, keep);
     model_.rollback(cache_.sequence(*seq.kv), undos[d.index], keep, config_.quant_simulation);
     seq.num_computed += d.accepted;
-    cache_.commit(*seq.kv, std::span<const int32_t>(seq.tokens)
-                               .first(static_cast<size_t>(seq.num_computed)));
+    cache_.commit(
+        *seq.kv, std::span<const int32_t>(seq.tokens).first(static_cast<size_t>(seq.num_computed)));
   }
   if (proposer_) propose(out, from, forked, trace);
   // Each sequence's tokens of this step go out as one event; finished ones by finish().

@@ -61,7 +61,7 @@ void KvCache::write_to_disk(uint64_t hash, const CachedBlock& block, int32_t slo
   const uint64_t key = disk_key(hash, slot);
   if (disk_->contains(key)) return;  // block hashes are write-once: it is the same bytes
   const uint8_t* bytes = pool_.data(page);
-  disk_->put(key, disk_check(block, slot),
+  disk_->put(key, disk_check(block.parent, block.tokens, block.salt, slot),
              std::vector<uint8_t>(bytes, bytes + layout_.page_bytes));
   ++stats_.disk_pages_written;
 }
@@ -121,21 +121,21 @@ const KvCache::CachedBlock* KvCache::find(uint64_t hash, uint64_t parent,
   return &b;
 }
 
-std::string KvCache::disk_check(const CachedBlock& b, int32_t slot) const {
+std::string KvCache::disk_check(uint64_t parent, std::span<const int32_t> tokens,
+                                const std::string& salt, int32_t slot) const {
   std::string check;
-  auto put = [&check](const void* p, size_t n) {
-    check.append(static_cast<const char*>(p), n);
-  };
+  auto put = [&check](const void* p, size_t n) { check.append(static_cast<const char*>(p), n); };
   put(&slot, sizeof slot);
-  put(&b.parent, sizeof b.parent);
-  put(b.tokens.data(), b.tokens.size() * sizeof(int32_t));
-  put(b.salt.data(), b.salt.size());
+  put(&parent, sizeof parent);
+  put(tokens.data(), tokens.size_bytes());
+  put(salt.data(), salt.size());
   return check;
 }
 
 bool KvCache::slot_available(uint64_t hash, const CachedBlock* b, int32_t slot) const {
   if (b != nullptr && b->pages[static_cast<size_t>(slot)] >= 0) return true;
-  return disk_ != nullptr && disk_->contains(disk_key(hash, slot));
+  const uint64_t key = disk_key(hash, slot);
+  return replay_pages_.count(key) != 0 || (disk_ != nullptr && disk_->contains(key));
 }
 
 int64_t KvCache::do_restore_prefix(SeqId id, std::span<const int32_t> tokens,
@@ -193,72 +193,80 @@ int64_t KvCache::try_restore(Seq& s, std::span<const int32_t> tokens, int64_t mi
   }
   if (k == 0) return 0;
 
-  // Take the pool's pages first (so that allocating for disk reads cannot evict them),
-  // then read the rest from disk.
+  auto needed = [&](int64_t b, int32_t slot) { return slot < hist || b >= window_from(k); };
+  auto in_pool = [&](int64_t b, int32_t slot) {
+    const CachedBlock* rec = chain[static_cast<size_t>(b)].record;
+    return rec != nullptr && rec->pages[static_cast<size_t>(slot)] >= 0;
+  };
+  // Pages the pool lacks are read (from disk, or replaying, from rank 0's journal) before
+  // the pool is touched: a failed read then leaves the pool as it was, and another rank,
+  // which replays only rank 0's successful attempt, keeps the same pages and LRU order.
+  std::vector<RestoredPage> reads;
+  for (int64_t b = 0; b < k; ++b) {
+    const Candidate& cand = chain[static_cast<size_t>(b)];
+    auto block_tokens = tokens.subspan(static_cast<size_t>(b * bs), static_cast<size_t>(bs));
+    for (int32_t slot = 0; slot < ppb; ++slot) {
+      if (!needed(b, slot) || in_pool(b, slot)) continue;
+      const uint64_t key = disk_key(cand.hash, slot);
+      std::optional<std::vector<uint8_t>> bytes;
+      if (auto r = replay_pages_.find(key); r != replay_pages_.end()) {
+        bytes = std::move(r->second);
+      } else if (disk_ != nullptr) {
+        bytes = disk_->get(key, disk_check(cand.parent, block_tokens, s.salt, slot));
+      }
+      if (!bytes || static_cast<int64_t>(bytes->size()) != layout_.page_bytes) {
+        ++stats_.disk_pages_rejected;
+        return -1;
+      }
+      reads.push_back({key, b, slot, std::move(*bytes)});
+    }
+  }
+  // The pool's pages first (so that allocating for the read ones cannot evict them).
   PagedSequence& kv = *s.kv;
   for (int64_t b = 0; b < k; ++b) kv.add_block();
-  auto needed = [&](int64_t b, int32_t slot) { return slot < hist || b >= window_from(k); };
   for (int64_t b = 0; b < k; ++b) {
-    const CachedBlock* rec = chain[static_cast<size_t>(b)].record;
     for (int32_t slot = 0; slot < ppb; ++slot) {
-      if (!needed(b, slot) || rec == nullptr || rec->pages[static_cast<size_t>(slot)] < 0)
-        continue;
-      kv.page(b, slot) = rec->pages[static_cast<size_t>(slot)];
+      if (!needed(b, slot) || !in_pool(b, slot)) continue;
+      kv.page(b, slot) = chain[static_cast<size_t>(b)].record->pages[static_cast<size_t>(slot)];
       pool_.retain(kv.page(b, slot));
     }
   }
-  bool from_disk = false, failed = false;
-  for (int64_t b = 0; b < k && !failed; ++b) {
-    const Candidate& cand = chain[static_cast<size_t>(b)];
-    auto block_tokens = tokens.subspan(static_cast<size_t>(b * bs), static_cast<size_t>(bs));
-    for (int32_t slot = 0; slot < ppb && !failed; ++slot) {
-      if (!needed(b, slot) || kv.page(b, slot) >= 0) continue;
-      auto it = blocks_.find(cand.hash);
-      if (it == blocks_.end()) {
-        it = blocks_
-                 .emplace(cand.hash,
-                          CachedBlock{cand.parent, {block_tokens.begin(), block_tokens.end()},
-                                      s.salt, std::vector<int32_t>(static_cast<size_t>(ppb), -1)})
-                 .first;
-      }
-      const int32_t page = pool_.allocate();
-      std::optional<std::vector<uint8_t>> bytes;
-      if (page >= 0) bytes = disk_->get(disk_key(cand.hash, slot), disk_check(it->second, slot));
-      if (!bytes || static_cast<int64_t>(bytes->size()) != layout_.page_bytes) {
-        ++stats_.disk_pages_rejected;
-        if (page >= 0) pool_.release(page);
-        failed = true;
-        break;
-      }
-      std::memcpy(pool_.data(page), bytes->data(), bytes->size());
-      ++stats_.disk_pages_read;
-      from_disk = true;
-      kv.page(b, slot) = page;
-      it->second.pages[static_cast<size_t>(slot)] = page;
-      page_block_[static_cast<size_t>(page)] = cand.hash;
-      page_slot_[static_cast<size_t>(page)] = slot;
-      pool_.set_cached(page, true);
-    }
-  }
-  // Records created for a failed read may hold no page: drop them.
-  for (const Candidate& cand : chain) {
-    auto it = blocks_.find(cand.hash);
-    if (it != blocks_.end() && std::all_of(it->second.pages.begin(), it->second.pages.end(),
-                                           [](int32_t p) { return p < 0; })) {
-      blocks_.erase(it);
-    }
-  }
-  if (failed) {
+  if (static_cast<int64_t>(reads.size()) > pool_.num_free()) {  // no room for the read ones
     for (int64_t b = k - 1; b >= 0; --b)
       for (int32_t slot = 0; slot < ppb; ++slot) release_page(kv.page(b, slot));
     s.kv = std::make_unique<PagedSequence>(config_, layout_, pool_);
-    return -1;
+    return 0;
+  }
+  for (const RestoredPage& read : reads) {
+    const Candidate& cand = chain[static_cast<size_t>(read.block)];
+    auto it = blocks_.find(cand.hash);
+    if (it == blocks_.end()) {
+      auto block_tokens =
+          tokens.subspan(static_cast<size_t>(read.block * bs), static_cast<size_t>(bs));
+      it = blocks_
+               .emplace(cand.hash, CachedBlock{cand.parent,
+                                               {block_tokens.begin(), block_tokens.end()},
+                                               s.salt,
+                                               std::vector<int32_t>(static_cast<size_t>(ppb), -1)})
+               .first;
+    }
+    const int32_t page = pool_.allocate();
+    FLINT_CHECK(page >= 0, "the pool had {} free pages for {} read ones", pool_.num_free(),
+                reads.size());
+    std::memcpy(pool_.data(page), read.bytes.data(), read.bytes.size());
+    ++stats_.disk_pages_read;
+    kv.page(read.block, read.slot) = page;
+    it->second.pages[static_cast<size_t>(read.slot)] = page;
+    page_block_[static_cast<size_t>(page)] = cand.hash;
+    page_slot_[static_cast<size_t>(page)] = read.slot;
+    pool_.set_cached(page, true);
   }
   kv.resume_at(k);
   s.hashes.clear();
   for (int64_t b = 0; b < k; ++b) s.hashes.push_back(chain[static_cast<size_t>(b)].hash);
   s.window_from = window_from(k);
-  if (from_disk) stats_.disk_hit_tokens += k * bs;
+  if (!reads.empty()) stats_.disk_hit_tokens += k * bs;
+  if (recording_) restored_pages_ = std::move(reads);
   return k * bs;
 }
 
@@ -290,7 +298,9 @@ void KvCache::register_block(Seq& s, int64_t block, uint64_t hash, uint64_t pare
   auto it = blocks_.find(hash);
   if (it == blocks_.end()) {
     it = blocks_
-             .emplace(hash, CachedBlock{parent, {tokens.begin(), tokens.end()}, s.salt,
+             .emplace(hash, CachedBlock{parent,
+                                        {tokens.begin(), tokens.end()},
+                                        s.salt,
                                         std::vector<int32_t>(
                                             static_cast<size_t>(layout_.pages_per_block()), -1)})
              .first;

@@ -43,8 +43,8 @@ struct KvCacheOptions {
 
 struct KvCacheStats {
   int64_t pages_total = 0, pages_free = 0, pages_cached_free = 0;
-  int64_t prefix_queries = 0;  // prompt tokens looked up
-  int64_t prefix_hits = 0;     // of those, restored from the cache instead of computed
+  int64_t prefix_queries = 0;   // prompt tokens looked up
+  int64_t prefix_hits = 0;      // of those, restored from the cache instead of computed
   int64_t disk_hit_tokens = 0;  // of the hits, read back from the disk tier
   int64_t disk_pages_read = 0, disk_pages_written = 0, disk_pages_rejected = 0;
   std::optional<DiskTierStats> disk;
@@ -120,7 +120,15 @@ class KvCache {
                       const std::string& salt) const;
   const CachedBlock* find(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
                           const std::string& salt) const;
-  std::string disk_check(const CachedBlock& b, int32_t slot) const;
+  // A page read back for a restore: the disk key, where it goes, its bytes.
+  struct RestoredPage {
+    uint64_t key;
+    int64_t block;
+    int32_t slot;
+    std::vector<uint8_t> bytes;
+  };
+  std::string disk_check(uint64_t parent, std::span<const int32_t> tokens, const std::string& salt,
+                         int32_t slot) const;
   bool slot_available(uint64_t hash, const CachedBlock* b, int32_t slot) const;
   int64_t try_restore(Seq& s, std::span<const int32_t> tokens, int64_t min_uncomputed);
   void register_block(Seq& s, int64_t block, uint64_t hash, uint64_t parent,
@@ -138,6 +146,11 @@ class KvCache {
   bool recording_ = false;
   int nested_ = 0;  // > 0 inside a recorded call (fork opens a sequence: one entry, not two)
   std::vector<uint8_t> journal_;
+  // Disk pages and ranks: only rank 0 has a disk tier. A restore that read pages from it
+  // leaves them here for the journal (restored_pages_), and another rank's replay serves
+  // them from rank 0's journal (replay_pages_, by disk key) instead of a disk.
+  std::vector<RestoredPage> restored_pages_;
+  std::unordered_map<uint64_t, std::vector<uint8_t>> replay_pages_;
   KvLayout layout_;
   PagePool pool_;
   std::unique_ptr<DiskTier> disk_;

@@ -61,7 +61,14 @@ int64_t KvCache::restore_prefix(SeqId id, std::span<const int32_t> tokens, int64
     w.put_span(tokens);
     w.put<int64_t>(min_uncomputed);
     w.put<int64_t>(restored);
+    // The pages read from the disk tier travel with the call: the other ranks have none.
+    w.put<uint64_t>(restored_pages_.size());
+    for (const RestoredPage& p : restored_pages_) {
+      w.put<uint64_t>(p.key);
+      w.put_span(std::span<const uint8_t>(p.bytes));
+    }
   }
+  restored_pages_.clear();
   return restored;
 }
 
@@ -132,8 +139,13 @@ void KvCache::replay(std::span<const uint8_t> journal) {
         const std::vector<int32_t> tokens = r.get_vector<int32_t>();
         const int64_t min_uncomputed = r.get<int64_t>();
         const int64_t want = r.get<int64_t>();
-        if (const int64_t got = restore_prefix(id, tokens, min_uncomputed); got != want)
-          diverged("restore_prefix", got, want);
+        for (auto pages = r.get<uint64_t>(); pages > 0; --pages) {
+          const auto key = r.get<uint64_t>();
+          replay_pages_[key] = r.get_vector<uint8_t>();
+        }
+        const int64_t got = restore_prefix(id, tokens, min_uncomputed);
+        replay_pages_.clear();
+        if (got != want) diverged("restore_prefix", got, want);
         break;
       }
       case Op::kReserve: {

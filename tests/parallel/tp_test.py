@@ -11,6 +11,7 @@ not take part).
            reference suite's bound on gross errors)
   generate greedy ids of TP 2 and TP 2 + EP equal TP 1's, with a prefix-cache hit (the KV
            cache's journal replayed on rank 1) and steps where one rank's experts get no token
+  offload  the KV disk tier on rank 0, its pages reaching rank 1 through the journal
   speculative  MTP and DSpark drafts (on rank 0) verified by the split target: greedy ids
            equal plain decoding on one rank, also with adaptive verification
   serve    flint serve on 2 ranks answers like one rank and stops on SIGTERM
@@ -120,6 +121,35 @@ def case_generate(a):
         hits2 = re.search(r"\((\d+) from the prefix cache\)", err)
         check(hits2 is not None and hits is not None and hits2.group(1) == hits.group(1),
               f"{tag} restores the same prefix")
+
+
+def case_offload(a):
+    # The KV disk tier under TP: only rank 0 writes and reads files; the pages it reads back
+    # reach rank 1 in the KV journal. A small pool (29 pages: one sequence) makes the third
+    # prompt push the first one's blocks to disk, and the fourth (the first again) restores
+    # them from there: greedy ids equal one rank's, with the same 256 tokens from disk.
+    import shutil
+    ids = [[(i * 7919 + o) % 129000 for i in range(300)] for o in (5, 11, 17)]
+    args = ["generate", a.ckpt, "--print-ids", "--max-tokens", "8", "--block-size", "128",
+            "--max-num-seqs", "1", "--max-model-len", "512", "--kv-cache-memory-bytes", "1200000",
+            "--kv-offloading-size", "0.1"]
+    for p in (ids[0], ids[1], ids[2], ids[0]):
+        args += ["--token-ids", ",".join(map(str, p))]
+    results = {}
+    for tag, launch in (("tp1", lambda x: [a.flint, *x, "--threads", "1"]),
+                        ("tp2", lambda x: mpirun(2, a.flint, *x)),
+                        ("tp2ep", lambda x: mpirun(2, a.flint, *x, "--enable-expert-parallel"))):
+        d = os.path.join(a.work, tag)
+        shutil.rmtree(d, ignore_errors=True)
+        rc, out, err, _ = run(launch(args + ["--kv-offloading-dir", d]))
+        check(rc == 0, f"{tag} generates with the disk tier" + ("" if rc == 0 else err[-2000:]))
+        hits = re.search(r"\((\d+) from the prefix cache, (\d+) of them from disk\)", err)
+        check(hits is not None and hits.group(2) == "256", f"{tag} restores 256 tokens from disk")
+        files = [f for f in os.listdir(d) if f.endswith(".kv")] if os.path.isdir(d) else []
+        check(len(files) > 0, f"{tag} wrote {len(files)} block files")
+        results[tag] = out
+    check(results["tp2"] == results["tp1"], "tp2 greedy ids equal TP 1's")
+    check(results["tp2ep"] == results["tp1"], "tp2ep greedy ids equal TP 1's")
 
 
 def case_speculative(a):
@@ -267,7 +297,9 @@ def main():
     p.add_argument("--flint", required=True)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["logits", "generate", "speculative", "serve", "memory", "corrupt", "faults"])
+    p.add_argument("--case", required=True,
+                   choices=["logits", "generate", "offload", "speculative", "serve", "memory",
+                            "corrupt", "faults"])
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     globals()["case_" + a.case](a)
