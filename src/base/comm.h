@@ -32,6 +32,9 @@ class Comm {
   virtual void all_reduce_sum(float* data, size_t n, const char* what) = 0;
   // all[r * n, (r + 1) * n) := rank r's mine[0, n), on every rank.
   virtual void all_gather(const float* mine, size_t n, float* all, const char* what) = 0;
+  // data := rank 0's data, on every rank (whatever size the others passed): rank 0's
+  // decisions (the draft tokens it picked) for the others' next forward call.
+  virtual void broadcast(std::vector<int32_t>& data, const char* what) = 0;
   // Every rank's string, on every rank (index = rank).
   virtual std::vector<std::string> all_gather_strings(const std::string& mine,
                                                       const char* what) = 0;

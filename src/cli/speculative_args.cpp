@@ -113,7 +113,9 @@ const SpecKey kSpecKeys[] = {
      [](SpeculativeArgs& s, std::string_view w, const Json& v) {
        s.num_speculative_tokens = json_int(w, v, 1);
      }},
-    {"draft_tensor_parallel_size", "tensor parallel size of the draft (1 or the target's)",
+    {"draft_tensor_parallel_size",
+     "tensor parallel size of the draft (1 or the target's); recorded: flint splits the draft "
+     "over the target's ranks like the target (docs/parallel.md)",
      [](SpeculativeArgs& s, std::string_view w, const Json& v) {
        s.draft_tensor_parallel_size = json_int(w, v, 1);
      }},
@@ -302,9 +304,9 @@ std::string explain_speculative(const ServeArgs& a, const MachineInfo&) {
   if (s.max_model_len) text += fmt::format("; no drafting beyond {} tokens", *s.max_model_len);
   if (s.draft_tensor_parallel_size) {
     text += fmt::format(
-        "; draft tensor parallel size {}: the draft runs unsplit on rank 0{}",
-        *s.draft_tensor_parallel_size,
-        *s.draft_tensor_parallel_size > 1 ? " (splitting the draft is not implemented yet)" : "");
+        "; draft tensor parallel size {} recorded: the draft is split over the target's ranks "
+        "like the target",
+        *s.draft_tensor_parallel_size);
   }
   for (const auto& [key, why] : s.ignored_keys) {
     text += fmt::format("; {} ignored ({})", key, why);

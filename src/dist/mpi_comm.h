@@ -44,6 +44,7 @@ class MpiComm final : public Comm {
   double timeout_seconds() const override { return timeout_; }
   void all_reduce_sum(float* data, size_t n, const char* what) override;
   void all_gather(const float* mine, size_t n, float* all, const char* what) override;
+  void broadcast(std::vector<int32_t>& data, const char* what) override;
   std::vector<std::string> all_gather_strings(const std::string& mine, const char* what) override;
   void send_command(const std::vector<uint8_t>& bytes) override;
   void receive_command(std::vector<uint8_t>& bytes, double silence_limit_seconds) override;

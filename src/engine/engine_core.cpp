@@ -85,7 +85,11 @@ EngineCore::EngineCore(const dsv4::Model& model, EngineConfig config)
       scheduler_(config_, cache_),
       proposer_(config_.speculative.enabled() ? make_proposer(model, config_) : nullptr) {
   if (comm_size(model.comm()) > 1) {
-    ranks_ = std::make_unique<StepSender>(*model.comm(), cache_, config_.debug_fault);
+    const bool draft_everywhere = proposer_ && proposer_->runs_on_every_rank();
+    ranks_ = std::make_unique<StepSender>(
+        *model.comm(), cache_, config_.debug_fault,
+        draft_everywhere ? config_.speculative.method : SpecMethod::kNone,
+        config_.speculative.num_tokens);
   }
   if (proposer_) {
     scheduler_.set_min_uncomputed(proposer_->context_window());

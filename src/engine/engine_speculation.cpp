@@ -16,7 +16,8 @@ std::string describe_speculation(const EngineStats& s) {
   };
   std::string per;
   for (size_t j = 0; j < s.spec_verified_at.size(); ++j) {
-    per += fmt::format("{}{:.1f}%", j ? " " : "", pct(s.spec_accepted_at[j], s.spec_verified_at[j]));
+    per +=
+        fmt::format("{}{:.1f}%", j ? " " : "", pct(s.spec_accepted_at[j], s.spec_verified_at[j]));
   }
   return fmt::format(
       "speculation: {} drafts verified, {} of {} draft tokens accepted ({:.1f}%), {:.2f} "
@@ -24,9 +25,9 @@ std::string describe_speculation(const EngineStats& s) {
       "drafted in all; drafting {:.3f} s, forward passes {:.3f} s",
       s.spec_drafts, s.spec_accepted_tokens, s.spec_draft_tokens,
       pct(s.spec_accepted_tokens, s.spec_draft_tokens),
-      s.spec_drafts > 0 ? static_cast<double>(s.spec_accepted_tokens) /
-                              static_cast<double>(s.spec_drafts)
-                        : 0.0,
+      s.spec_drafts > 0
+          ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_drafts)
+          : 0.0,
       per.empty() ? "-" : per, s.spec_proposed_tokens, s.draft_seconds, s.forward_seconds);
 }
 
@@ -52,8 +53,13 @@ void EngineCore::propose(const SchedulerOutput& out, const std::vector<int64_t>&
                          const dsv4::ForwardTrace* trace) {
   Stopwatch clock;
   std::vector<ProposeItem> items;
-  auto add = [&](Sequence& seq, size_t i, int64_t seq_from) {
+  // For the other ranks (a draft model split over them): each item's KV sequence, and the
+  // sequence whose draft state it starts from (a fork's parent) or -1.
+  std::vector<kv::KvCache::SeqId> seqs, clone_of;
+  auto add = [&](Sequence& seq, size_t i, int64_t seq_from, kv::KvCache::SeqId parent) {
     if (seq.finished || !seq.kv) return;
+    seqs.push_back(*seq.kv);
+    clone_of.push_back(parent);
     ProposeItem it;
     it.tokens = seq.tokens;
     it.from = seq_from;
@@ -65,22 +71,23 @@ void EngineCore::propose(const SchedulerOutput& out, const std::vector<int64_t>&
     it.state = &seq.draft_state;
     it.want = drafts_wanted(seq);
     it.sampler = seq.sampler.get();
-    it.probabilistic = config_.speculative.probabilistic_drafts &&
-                       seq.request->request.sampling.temperature > 0;
+    it.probabilistic =
+        config_.speculative.probabilistic_drafts && seq.request->request.sampling.temperature > 0;
     it.rng = &seq.draft_rng;
     it.oracle = seq.request->request.oracle_tokens;
     seq.draft.clear();
     it.out = &seq.draft;
     items.push_back(it);
   };
-  for (size_t i = 0; i < out.scheduled.size(); ++i) add(*out.scheduled[i].seq, i, from[i]);
+  for (size_t i = 0; i < out.scheduled.size(); ++i) add(*out.scheduled[i].seq, i, from[i], -1);
   for (const auto& [child, i] : forked) {
     // A forked sample continues from its parent's context (before this step's rows).
     Sequence& parent = *out.scheduled[i].seq;
-    if (parent.draft_state && parent.draft_state->length() == from[i])
-      child->draft_state = parent.draft_state->clone();
-    add(*child, i, from[i]);
+    const bool cloned = parent.draft_state && parent.draft_state->length() == from[i];
+    if (cloned) child->draft_state = parent.draft_state->clone();
+    add(*child, i, from[i], cloned && parent.kv ? *parent.kv : -1);
   }
+  if (ranks_ && proposer_->runs_on_every_rank()) ranks_->propose(items, seqs, clone_of);
   proposer_->propose(items, trace);
   int64_t drafting = 0;
   for (const ProposeItem& it : items) {

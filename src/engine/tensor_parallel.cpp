@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -19,7 +20,14 @@ namespace flint::engine {
 
 namespace {
 
-enum Kind : uint8_t { kInit = 1, kForward = 2, kHeartbeat = 3, kStop = 4, kProfile = 5 };
+enum Kind : uint8_t {
+  kInit = 1,
+  kForward = 2,
+  kHeartbeat = 3,
+  kStop = 4,
+  kProfile = 5,
+  kPropose = 6
+};
 enum Op : uint8_t { kJournal = 1, kRollback = 2 };
 
 }  // namespace
@@ -78,7 +86,8 @@ std::atomic<uint32_t> g_next_engine{0};
 
 }  // namespace
 
-StepSender::StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault)
+StepSender::StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault, SpecMethod draft,
+                       int64_t draft_tokens)
     : comm_(comm), cache_(cache), fault_(fault), engine_(g_next_engine++) {
   std::vector<uint8_t> msg{kInit};
   ByteWriter w(msg);
@@ -88,6 +97,8 @@ StepSender::StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault)
   w.put<int32_t>(static_cast<int32_t>(o.dtype));
   w.put<int64_t>(o.num_pages);
   w.put<uint8_t>(o.prefix_caching ? 1 : 0);
+  w.put<uint8_t>(static_cast<uint8_t>(draft));
+  w.put<int64_t>(draft_tokens);
   comm_.send_command(msg);
   cache_.set_recording(true);
 }
@@ -137,6 +148,27 @@ void StepSender::forward(std::span<const StepItem> items) {
   comm_.send_command(msg);
 }
 
+void StepSender::propose(std::span<const ProposeItem> items,
+                         std::span<const kv::KvCache::SeqId> seqs,
+                         std::span<const kv::KvCache::SeqId> clone_of) {
+  std::vector<uint8_t> msg = message(kPropose);
+  ByteWriter w(msg);
+  w.put<uint64_t>(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ProposeItem& it = items[i];
+    w.put<kv::KvCache::SeqId>(seqs[i]);
+    w.put<kv::KvCache::SeqId>(clone_of[i]);
+    w.put<int64_t>(*it.state ? (*it.state)->length() : -1);  // checked by the others
+    for (int64_t v : {it.from, it.to, it.trace_from, it.trace_row, it.want}) w.put<int64_t>(v);
+    // The positions the draft reads: from + 1 .. to (MTP's next tokens, DSpark's anchor).
+    const int64_t first = std::min(it.from + 1, it.to);
+    const int64_t end = std::min<int64_t>(it.to + 1, static_cast<int64_t>(it.tokens.size()));
+    w.put<int64_t>(first);
+    w.put_span(it.tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(end - first)));
+  }
+  comm_.send_command(msg);
+}
+
 void StepSender::profile(int64_t max_tokens, kernels::KvDtype dtype) {
   std::vector<uint8_t> msg = message(kProfile);
   ByteWriter w(msg);
@@ -156,7 +188,48 @@ struct FollowedEngine {
   // The last forward call's sequences and undo records, for rollbacks.
   std::vector<kv::KvCache::SeqId> seqs;
   std::vector<dsv4::KvUndo> undos;
+  // A draft model split over the ranks: this rank's part, its state per KV sequence, and
+  // the last forward call's trace (the hidden rows the draft reads).
+  std::unique_ptr<Proposer> proposer;
+  std::unordered_map<kv::KvCache::SeqId, std::unique_ptr<DraftState>> drafts;
+  dsv4::ForwardTrace trace;
 };
+
+// Runs rank 0's propose() call on this rank's draft (its items follow in `r`).
+void run_propose(ByteReader& r, FollowedEngine& e) {
+  if (!e.proposer) throw Error("rank 0 sent draft items to an engine without a draft model");
+  const auto n = r.get<uint64_t>();
+  std::vector<std::vector<int32_t>> tokens(n);
+  std::vector<ProposeItem> items(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const auto seq = r.get<kv::KvCache::SeqId>();
+    const auto clone_of = r.get<kv::KvCache::SeqId>();
+    const auto length = r.get<int64_t>();
+    std::unique_ptr<DraftState>& state = e.drafts[seq];
+    if (clone_of >= 0) {
+      auto parent = e.drafts.find(clone_of);
+      if (parent == e.drafts.end() || !parent->second)
+        throw Error("the draft states of the ranks diverged: sequence {} has none here", clone_of);
+      state = parent->second->clone();
+    }
+    if (const int64_t mine = state ? state->length() : -1; mine != length) {
+      throw Error(
+          "the draft states of the ranks diverged: sequence {} holds {} positions here "
+          "and {} on rank 0",
+          seq, mine, length);
+    }
+    ProposeItem& it = items[i];
+    it.state = &state;
+    for (int64_t* v : {&it.from, &it.to, &it.trace_from, &it.trace_row, &it.want})
+      *v = r.get<int64_t>();
+    it.tokens_from = r.get<int64_t>();
+    tokens[i] = r.get_vector<int32_t>();
+    it.tokens = tokens[i];
+  }
+  e.proposer->propose(items, &e.trace);
+  // States of sequences rank 0 has closed go (rank 0's went with their sequences).
+  std::erase_if(e.drafts, [&](const auto& d) { return !e.cache->is_open(d.first); });
+}
 
 // Runs one command of rank 0 (after its init) on `e`. Returns false for kStop.
 bool run_command(uint8_t kind, ByteReader& r, FollowedEngine& e, const dsv4::Model& model,
@@ -180,6 +253,9 @@ bool run_command(uint8_t kind, ByteReader& r, FollowedEngine& e, const dsv4::Mod
     case kStop:
       return false;
     case kHeartbeat:
+      return true;
+    case kPropose:
+      run_propose(r, e);
       return true;
     case kProfile: {
       const auto max_tokens = r.get<int64_t>();
@@ -205,7 +281,10 @@ bool run_command(uint8_t kind, ByteReader& r, FollowedEngine& e, const dsv4::Mod
     batch.push_back({&e.cache->sequence(e.seqs[i]), tokens[i], (flags & 1) != 0,
                      (flags & 2) != 0 ? &e.undos[i] : nullptr});
   }
-  model.forward(batch, sim);
+  const bool tracing = e.proposer && e.proposer->wants_trace();
+  e.trace = {};
+  if (tracing) e.proposer->request_trace(e.trace);
+  model.forward(batch, sim, tracing ? &e.trace : nullptr);
   return true;
 }
 
@@ -232,7 +311,17 @@ void follow_rank0(const dsv4::Model& model, const EngineConfig& config, Comm& co
         o.num_pages = r.get<int64_t>();
         o.prefix_caching = r.get<uint8_t>() != 0;
         o.model_identity = model.identity();
-        engines[id].cache = std::make_unique<kv::KvCache>(model.config(), o);
+        FollowedEngine& e = engines[id];
+        e.cache = std::make_unique<kv::KvCache>(model.config(), o);
+        const auto draft = static_cast<SpecMethod>(r.get<uint8_t>());
+        const auto draft_tokens = r.get<int64_t>();
+        if (draft != SpecMethod::kNone) {
+          EngineConfig c = config;
+          c.kv_dtype = o.dtype;
+          c.speculative.method = draft;
+          c.speculative.num_tokens = draft_tokens;
+          e.proposer = make_proposer(model, c);
+        }
         continue;
       }
       auto it = engines.find(id);

@@ -8,6 +8,11 @@
 // token for its experts) still joins each of that step's collectives, since every rank runs
 // the whole forward call.
 //
+// A draft model (MTP, DSpark) runs on every rank, split like the target: after each step rank
+// 0 sends the items of its propose() call (which sequences, the positions committed, how
+// many drafts each wants), every rank keeps a draft state per sequence, and the draft's
+// forward calls join the ranks with their collectives; rank 0 picks the tokens (Proposer).
+//
 // While idle, rank 0 sends a heartbeat every second, so the others tell "idle" from "lost".
 #pragma once
 
@@ -18,6 +23,7 @@
 
 #include "base/comm.h"
 #include "engine/engine_config.h"
+#include "engine/speculative/proposer.h"
 #include "kv/kv_cache.h"
 #include "model/deepseek_v4/model.h"
 
@@ -34,9 +40,10 @@ struct StepItem {
 // Rank 0's end; EngineCore owns one when the model runs on more than one rank.
 class StepSender {
  public:
-  // Sends the KV cache's size (the other ranks build theirs from it) and starts recording
-  // the cache's calls.
-  StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault);
+  // Sends the KV cache's size (the other ranks build theirs from it) and the draft model the
+  // others run (SpecMethod::kNone: none), and starts recording the cache's calls.
+  StepSender(Comm& comm, kv::KvCache& cache, const DebugFault& fault, SpecMethod draft,
+             int64_t draft_tokens);
   ~StepSender();  // tells the other ranks to drop this engine's cache
   StepSender(const StepSender&) = delete;
   StepSender& operator=(const StepSender&) = delete;
@@ -46,6 +53,11 @@ class StepSender {
   // After verification: item `item` of the last forward keeps `keep` of its tokens
   // (Model::rollback). Sent, in order with the cache's calls, with the next command.
   void rollback(size_t item, int64_t keep);
+  // Before rank 0's Proposer::propose when the draft runs on every rank: the items, each
+  // item's KV sequence (seqs) and the sequence whose draft state it was cloned from before
+  // the call (clone_of; -1: none).
+  void propose(std::span<const ProposeItem> items, std::span<const kv::KvCache::SeqId> seqs,
+               std::span<const kv::KvCache::SeqId> clone_of);
   // Before adaptive verification's profiling (profile_forward_times): the others run it too.
   void profile(int64_t max_tokens, kernels::KvDtype dtype);
   // While idle (at least once a second).

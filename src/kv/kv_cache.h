@@ -93,6 +93,7 @@ class KvCache {
   // caches diverged: a bug, reported rather than computed on).
   void replay(std::span<const uint8_t> journal);
 
+  bool is_open(SeqId id) const { return seqs_.count(id) != 0; }
   dsv4::SequenceKv& sequence(SeqId id);
   int64_t length(SeqId id) const;
   KvCacheStats stats() const;

@@ -50,6 +50,18 @@ TEST(MpiComm, AllGatherKeepsRankOrder) {
   c.all_gather(nullptr, 0, all.data(), "test empty gather");
 }
 
+TEST(MpiComm, BroadcastGivesEveryRankRank0sData) {
+  MpiComm& c = comm();
+  // The others pass anything (here: another size) and get rank 0's values.
+  std::vector<int32_t> data(static_cast<size_t>(c.rank() + 2), -c.rank());
+  if (c.rank() == 0) data = {129279, 0, -7, 42};
+  c.broadcast(data, "test broadcast");
+  EXPECT_EQ(data, (std::vector<int32_t>{129279, 0, -7, 42}));
+  std::vector<int32_t> none(c.rank() == 0 ? 0 : 3, 1);
+  c.broadcast(none, "test empty broadcast");
+  EXPECT_TRUE(none.empty());
+}
+
 TEST(MpiComm, StringsOfDifferentLengths) {
   MpiComm& c = comm();
   const std::string mine =

@@ -12,8 +12,10 @@ not take part).
   generate greedy ids of TP 2 and TP 2 + EP equal TP 1's, with a prefix-cache hit (the KV
            cache's journal replayed on rank 1) and steps where one rank's experts get no token
   offload  the KV disk tier on rank 0, its pages reaching rank 1 through the journal
-  speculative  MTP and DSpark drafts (on rank 0) verified by the split target: greedy ids
-           equal plain decoding on one rank, also with adaptive verification
+  speculative  MTP and DSpark drafts (split over the ranks like the target) verified by the
+           split target: greedy ids equal plain decoding on one rank, also with adaptive
+           verification
+  speculative_trained  on the trained models: the same drafts as one rank, token for token
   serve    flint serve on 2 ranks answers like one rank and stops on SIGTERM
   corrupt  a NaN scale in one rank's part: that rank fails at start-up, named by rank 0
   memory   each rank keeps about half the weights and has read about only those
@@ -21,6 +23,7 @@ not take part).
            message naming it, promptly
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -153,7 +156,7 @@ def case_offload(a):
 
 
 def case_speculative(a):
-    # The draft runs on rank 0 (unsplit); its drafts are verified by the split target, the
+    # The draft runs split over the ranks; its drafts are verified by the split target, the
     # rejected tokens rolled back on every rank. Lossless: greedy ids equal plain decoding's
     # on one rank, for MTP (the tiny checkpoint's mtp.0) and DSpark (tiny-dspark's stages),
     # with adaptive verification (its profiling runs forward calls on every rank).
@@ -175,11 +178,46 @@ def case_speculative(a):
                 print(f"     {name}: {spec_lines[-1][:200] if spec_lines else ''}")
 
 
+def draft_lines(out):
+    return [json.loads(l) for l in out.splitlines() if l.startswith('{"accepted"')]
+
+
+def case_speculative_trained(a):
+    # The draft split like the target, on the trained model (models/, real acceptance): TP 2
+    # (+ EP) proposes the same drafts as one rank, token for token, with the same
+    # confidences (float32 noise) and the same accepted counts, and decodes the same ids.
+    models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models")
+    prompt = "It is a truth universally acknowledged, that a single man in possession of a"
+    for name, method in (("dsv4-mini", "mtp"), ("dsv4-mini-0731", "dspark")):
+        args = ["generate", os.path.join(models, name), "--prompt", prompt, "--max-tokens", "48",
+                "--temperature", "0", "--print-drafts", "--speculative-config",
+                '{"method":"%s","num_speculative_tokens":4}' % method]
+        rc, ref, err, _ = run([a.flint, *args, "--threads", "1"])
+        check(rc == 0, f"{method}: TP 1 generates" + ("" if rc == 0 else err[-2000:]))
+        want = draft_lines(ref)
+        accepted = sum(d["accepted"] for d in want)
+        check(len(want) >= 8 and 2 * accepted >= len(want),
+              f"{method}: TP 1 drafts accepted ({accepted} in {len(want)} verifications)")
+        for ep in ([], ["--enable-expert-parallel"]):
+            name2 = f"{method} on TP 2{' + EP' if ep else ''}"
+            rc, out, err, _ = run(mpirun(2, a.flint, *args, *ep))
+            check(rc == 0, f"{name2} generates" + ("" if rc == 0 else err[-2000:]))
+            got = draft_lines(out)
+            same = len(got) == len(want) and all(
+                g["drafts"] == w["drafts"] and g["accepted"] == w["accepted"]
+                for g, w in zip(got, want))
+            conf = max((abs(x - y) for g, w in zip(got, want)
+                        for x, y in zip(g["confidence"], w["confidence"])), default=0.0)
+            print(f"     {name2}: {len(got)} drafts, max confidence difference {conf:.3g}")
+            check(same, f"{name2}: the same drafts and accepted counts as TP 1")
+            check(conf <= 1e-4, f"{name2}: confidences within 1e-4 of TP 1's")
+            check(out.splitlines()[-1:] == ref.splitlines()[-1:], f"{name2}: the same ids")
+
+
 def case_serve(a):
     # flint serve on 2 ranks (started by flint itself through mpirun): rank 0 answers HTTP;
     # a greedy completion equals the one of a single-rank server; SIGTERM to the launcher
     # ends every rank.
-    import json
     import signal
     import socket
     import urllib.request
@@ -224,7 +262,6 @@ def case_corrupt(a):
     # scale in expert 7 (rank 1's under EP) stops every rank, rank 0 reporting rank 1's error
     # with the tensor's name; one rank (the loader's check) reports it too.
     import glob
-    import json
     import shutil
     import struct
     bad = os.path.join(a.work, "corrupt")
@@ -298,8 +335,8 @@ def main():
     p.add_argument("--ckpt", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--case", required=True,
-                   choices=["logits", "generate", "offload", "speculative", "serve", "memory",
-                            "corrupt", "faults"])
+                   choices=["logits", "generate", "offload", "speculative", "speculative_trained",
+                            "serve", "memory", "corrupt", "faults"])
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     globals()["case_" + a.case](a)

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "base/comm.h"
 #include "base/error.h"
 #include "engine/speculative/pending_window.h"
 #include "model/deepseek_v4/dspark.h"
@@ -25,6 +26,7 @@ class DSparkProposer final : public Proposer {
         window_(model.config().sliding_window) {}
 
   std::string_view name() const override { return "dspark"; }
+  bool runs_on_every_rank() const override { return true; }
   bool wants_trace() const override { return true; }
   void request_trace(dsv4::ForwardTrace& t) const override {
     t.record_layers = false;
@@ -54,7 +56,7 @@ class DSparkProposer final : public Proposer {
     std::vector<ProposeItem*> owners;
     for (ProposeItem& it : items) {
       if (it.want <= 0) continue;
-      FLINT_CHECK(static_cast<int64_t>(it.tokens.size()) == it.to + 1);
+      FLINT_CHECK(it.tokens_from + static_cast<int64_t>(it.tokens.size()) == it.to + 1);
       const int64_t n = std::min<int64_t>(it.want, draft_->config().block_size);
       blocks.push_back(
           {static_cast<PendingWindowState*>(it.state->get())->kv.get(), it.tokens.back(), n});
@@ -62,6 +64,9 @@ class DSparkProposer final : public Proposer {
     }
     if (blocks.empty()) return;
     dsv4::DSparkBlockOutput out = draft_->block(blocks, sim);
+    // The Markov and confidence heads pick the tokens: rank 0's part alone (no collective;
+    // the drafts reach the other ranks in the next step's tokens).
+    if (comm_rank(model_.comm()) != 0) return;
     const int64_t V = c.vocab_size, H = c.hidden_size;
     int64_t row = 0;
     for (size_t i = 0; i < blocks.size(); ++i) {

@@ -6,6 +6,7 @@
 // one more batched pass on the previous one's output streams.
 // Chained rows are speculative: the store is truncated back afterwards (its ring has room).
 #include "base/check.h"
+#include "base/comm.h"
 #include "engine/speculative/pending_window.h"
 #include "model/deepseek_v4/mtp.h"
 
@@ -21,6 +22,7 @@ class MtpProposer final : public Proposer {
         window_(model.config().sliding_window) {}
 
   std::string_view name() const override { return "mtp"; }
+  bool runs_on_every_rank() const override { return true; }
   bool wants_trace() const override { return true; }
   void request_trace(dsv4::ForwardTrace& t) const override {
     t.record_layers = false;
@@ -49,20 +51,25 @@ class MtpProposer final : public Proposer {
     for (ProposeItem* it : owners)
       static_cast<PendingWindowState*>(it->state->get())->clear_pending();
     // 2. Chained drafts, batched over the sequences that still want more; each feeds the
-    // layer's own output streams back as the next position's h.
+    // layer's own output streams back as the next position's h. Rank 0 picks each pass's
+    // tokens; the other ranks get them for the next pass (one broadcast per pass).
+    Comm* comm = model_.comm();
+    const bool picks = comm_rank(comm) == 0;
     const int64_t V = c.vocab_size;
     std::vector<int32_t> last(owners.size());
+    std::vector<int64_t> drafted(owners.size(), 1);
     std::vector<std::vector<float>> h(owners.size());
     std::vector<size_t> active;
     for (size_t k = 0; k < owners.size(); ++k) {
       ProposeItem& it = *owners[k];
       std::span<float> row(logits.data() + static_cast<int64_t>(k) * V, static_cast<size_t>(V));
-      last[k] = pick_draft(row, it);
+      if (picks) last[k] = pick_draft(row, it);
       h[k].assign(streams.begin() + static_cast<int64_t>(k) * row_floats,
                   streams.begin() + static_cast<int64_t>(k + 1) * row_floats);
       if (it.want > 1) active.push_back(k);
     }
     while (!active.empty()) {
+      if (comm_size(comm) > 1) comm->broadcast(last, "MTP draft tokens");
       std::vector<dsv4::MtpInput> chain;
       for (size_t k : active)
         chain.push_back({inputs[k].state, std::span<const int32_t>(&last[k], 1), h[k].data()});
@@ -72,10 +79,10 @@ class MtpProposer final : public Proposer {
         const size_t k = active[j];
         ProposeItem& it = *owners[k];
         std::span<float> row(out.data() + static_cast<int64_t>(j) * V, static_cast<size_t>(V));
-        last[k] = pick_draft(row, it);
+        if (picks) last[k] = pick_draft(row, it);
         h[k].assign(streams.begin() + static_cast<int64_t>(j) * row_floats,
                     streams.begin() + static_cast<int64_t>(j + 1) * row_floats);
-        if (static_cast<int64_t>(it.out->tokens.size()) < it.want) still.push_back(k);
+        if (++drafted[k] < it.want) still.push_back(k);
       }
       active = std::move(still);
     }

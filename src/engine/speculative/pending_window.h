@@ -61,9 +61,10 @@ PendingWindowState& gather_pending(ProposeItem& it, const float* trace_rows, int
     const float* r = trace_rows + (it.trace_row + first - it.trace_from) * row_floats;
     st->rows.insert(st->rows.end(), r, r + (it.to - first) * row_floats);
     if (with_tokens) {
-      FLINT_CHECK(static_cast<int64_t>(it.tokens.size()) > it.to);
-      st->tokens.insert(st->tokens.end(), it.tokens.begin() + first + 1,
-                        it.tokens.begin() + it.to + 1);
+      FLINT_CHECK(it.tokens_from <= first + 1 &&
+                  it.tokens_from + static_cast<int64_t>(it.tokens.size()) > it.to);
+      st->tokens.insert(st->tokens.end(), it.tokens.begin() + (first + 1 - it.tokens_from),
+                        it.tokens.begin() + (it.to + 1 - it.tokens_from));
     }
   }
   st->drop(st->pending() - window);

@@ -41,13 +41,17 @@ struct Draft {
 };
 
 struct ProposeItem {
-  std::span<const int32_t> tokens;  // the sequence's tokens; the anchor last when drafting
-  int64_t from = 0, to = 0;         // positions the target committed this step
+  // The sequence's tokens from position tokens_from on (0 on rank 0; other ranks get only
+  // the positions the draft reads, from + 1 .. to); the anchor last when drafting.
+  std::span<const int32_t> tokens;
+  int64_t tokens_from = 0;
+  int64_t from = 0, to = 0;  // positions the target committed this step
   // Positions [trace_from, to) have hidden rows in the step's trace, from trace_row on
   // (the trace keeps each sequence's last rows only: earlier ones leave the window).
   int64_t trace_from = 0, trace_row = 0;
   std::unique_ptr<DraftState>* state = nullptr;
-  int64_t want = 0;                 // drafts wanted now (0: only extend the context)
+  int64_t want = 0;  // drafts wanted now (0: only extend the context)
+  // Rank 0 only (it picks every draft token; the others get them from it):
   Sampler* sampler = nullptr;       // the sequence's settings (greedy drafts follow them)
   bool probabilistic = false;       // draw drafts from the draft's distribution
   Rng* rng = nullptr;               // the sequence's draft generator
@@ -55,10 +59,17 @@ struct ProposeItem {
   Draft* out = nullptr;             // filled when want > 0
 };
 
+// Drafts that run a model (MTP, DSpark) run on every rank when the target is split over
+// ranks, their blocks split like the target's: rank 0 sends the other ranks the items of
+// each propose() call (tensor_parallel.h), every rank runs the same draft forward calls
+// with their collectives, and rank 0 alone picks the tokens, broadcasting those the next
+// draft pass reads (MTP's chain). Methods without a model (n-gram, oracle) run on rank 0.
 class Proposer {
  public:
   virtual ~Proposer() = default;
   virtual std::string_view name() const = 0;
+  // Whether the other ranks run this proposer too (a draft model split over ranks).
+  virtual bool runs_on_every_rank() const { return false; }
   // What the target's forward must record for this draft (nothing by default).
   virtual bool wants_trace() const { return false; }
   virtual void request_trace(dsv4::ForwardTrace&) const {}

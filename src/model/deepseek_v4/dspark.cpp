@@ -16,6 +16,9 @@ DSparkDraft::DSparkDraft(const Model& target, std::shared_ptr<const LoadedParams
     : target_(target), params_(std::move(params)) {
   const Config& c = target.config();
   bind(*params_, c, &weights_);
+  std::vector<BlockWeights*> blocks;
+  for (BlockWeights& b : weights_.stages) blocks.push_back(&b);
+  target.distribute_draft(blocks, *params_, buffers_);
   for (int64_t s = 0; s < static_cast<int64_t>(weights_.stages.size()); ++s)
     ropes_.push_back(layer_rope(c, c.compress_ratio(c.num_hidden_layers + s)));
 }
@@ -66,7 +69,8 @@ DSparkBlockOutput DSparkDraft::block(std::span<const DSparkBlockInput> batch,
     seg.block = true;
     segments.push_back(seg);
     tokens.push_back(in.anchor);
-    for (int64_t k = 1; k < in.n; ++k) tokens.push_back(static_cast<int32_t>(config().noise_token_id));
+    for (int64_t k = 1; k < in.n; ++k)
+      tokens.push_back(static_cast<int32_t>(config().noise_token_id));
   }
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<float> streams(static_cast<size_t>(n * hc * H)), row(static_cast<size_t>(H));
@@ -80,8 +84,8 @@ DSparkBlockOutput DSparkDraft::block(std::span<const DSparkBlockInput> batch,
   for (size_t s = 0; s < weights_.stages.size(); ++s) {
     for (size_t i = 0; i < batch.size(); ++i)
       segments[i].state = &batch[i].state->layer(static_cast<int64_t>(s));
-    block_forward(weights_.stages[s], c, ropes_[s], segments, tokens.data(), streams.data(), n,
-                  sim);
+    block_forward(weights_.stages[s], c, ropes_[s], segments, tokens.data(), streams.data(), n, sim,
+                  target_.comm());
   }
   DSparkBlockOutput out;
   out.hidden.resize(static_cast<size_t>(n * H));
@@ -89,7 +93,7 @@ DSparkBlockOutput DSparkDraft::block(std::span<const DSparkBlockInput> batch,
   std::vector<float> x = out.hidden;
   kernels::rms_norm(x.data(), weights_.norm.data(), n, H, static_cast<float>(c.rms_norm_eps),
                     x.data());
-  out.logits = target_.head_logits_here(x.data(), n);
+  out.logits = target_.head_logits(x.data(), n);
   return out;
 }
 
@@ -120,9 +124,10 @@ std::unique_ptr<DSparkDraft> load_dspark(const Model& target, const LoadOptions&
   }
   for (int64_t s = 0; s < c.num_nextn_predict_layers; ++s) {
     if (c.compress_ratio(c.num_hidden_layers + s) != 0) {
-      throw Error("config.json: DSpark stage {} has compress ratio {}; DSpark stages are "
-                  "window-only (ratio 0)",
-                  s, c.compress_ratio(c.num_hidden_layers + s));
+      throw Error(
+          "config.json: DSpark stage {} has compress ratio {}; DSpark stages are "
+          "window-only (ratio 0)",
+          s, c.compress_ratio(c.num_hidden_layers + s));
     }
   }
   for (int64_t id : c.dspark->target_layer_ids) {
@@ -132,7 +137,8 @@ std::unique_ptr<DSparkDraft> load_dspark(const Model& target, const LoadOptions&
     }
   }
   FLINT_CHECK(target.checkpoint() != nullptr, "the target was not loaded from a checkpoint");
-  LoadedComponent d = load_component(target.checkpoint(), c, Component::kDSpark, options);
+  LoadedComponent d = load_component(target.checkpoint(), c, Component::kDSpark,
+                                     target.draft_load_options(options));
   check_load_report(d.report);
   return std::make_unique<DSparkDraft>(target, d.params);
 }

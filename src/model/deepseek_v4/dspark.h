@@ -25,7 +25,7 @@
 namespace flint::dsv4 {
 
 struct DSparkContextInput {
-  SequenceKv* state = nullptr;     // rows go at state->length() ...
+  SequenceKv* state = nullptr;      // rows go at state->length() ...
   const float* features = nullptr;  // [n, targets * H]: ForwardTrace::layer_means rows
   int64_t n = 0;
 };
@@ -61,6 +61,7 @@ class DSparkDraft {
  private:
   const Model& target_;
   std::shared_ptr<const LoadedParams> params_;
+  ShardBuffers buffers_;  // this rank's copies of column slices (several ranks)
   DSparkWeights weights_;
   std::vector<LayerRope> ropes_;  // per stage
 };

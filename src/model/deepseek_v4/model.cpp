@@ -141,17 +141,14 @@ std::vector<float> Model::forward(std::span<const ForwardRequest> batch, QuantSi
   return head_logits(x.data(), m);
 }
 
-std::vector<float> Model::head_logits_here(float* x, int64_t m) const {
-  std::vector<float> logits(static_cast<size_t>(m * config_.vocab_size));
-  kernels::matmul(comm_size(parallel_.comm) > 1 ? full_head_ : weights_.head, x, m, logits.data());
-  return logits;
-}
-
 std::vector<float> Model::head_logits(float* x, int64_t m) const {
   const int64_t V = config_.vocab_size;
   const int ranks = comm_size(parallel_.comm);
-  if (ranks == 1) return head_logits_here(x, m);
   std::vector<float> logits(static_cast<size_t>(m * V));
+  if (ranks == 1) {
+    kernels::matmul(weights_.head, x, m, logits.data());
+    return logits;
+  }
   // Each rank has the head's rows of its vocabulary slice: gather [rank][m][V / ranks] and
   // interleave into rows of the whole vocabulary.
   const int64_t part = weights_.head.rows;
@@ -171,7 +168,6 @@ std::vector<float> Model::head_logits(float* x, int64_t m) const {
 void Model::distribute(const ModelParallel& parallel) {
   const ShardPlan plan{comm_rank(parallel.comm), comm_size(parallel.comm),
                        parallel.expert_parallel};
-  full_head_ = weights_.head;
   // Columns copied out of the checkpoint: their pages (both ranks' halves, read to copy)
   // leave this rank's resident memory.
   if (checkpoint_) {
@@ -183,19 +179,39 @@ void Model::distribute(const ModelParallel& parallel) {
   shard_target(weights_, config_, plan, shard_buffers_);
   shard_buffers_.release_source = nullptr;
   parallel_ = parallel;
-  touch_pages(weights_);
-  // The loader's NaN check of the E8M0 scales, for the scales this rank keeps only (on
-  // V4-Flash all of them are 8.6 GiB, most of them other ranks' experts).
   for_each_matrix(weights_, [&](const WeightMatrix& m) {
-    if (m.empty() || m.scale == nullptr || m.scale_dtype != DType::F8_E8M0) return;
-    const auto* s = reinterpret_cast<const uint8_t*>(m.scale);
-    for (uint64_t i = 0; i < m.scale_bytes(); ++i) {
-      if (s[i] != 0xFF) continue;
-      const std::string name = params_->name_of(m.scale);
-      throw Error("{}: an E8M0 scale is 0xFF (NaN) in the part rank {} keeps",
-                  name.empty() ? "a column slice copied by sharding" : name, plan.rank);
-    }
+    touch_pages(m);
+    check_kept_scales(m, *params_, plan.rank);
   });
+}
+
+void Model::distribute_draft(std::span<BlockWeights* const> blocks, const LoadedParams& params,
+                             ShardBuffers& buffers) const {
+  if (comm_size(parallel_.comm) <= 1) return;
+  const ShardPlan plan{comm_rank(parallel_.comm), comm_size(parallel_.comm),
+                       parallel_.expert_parallel};
+  if (checkpoint_) {
+    buffers.release_source = [this](std::span<const std::byte> range) {
+      for (const auto& f : checkpoint_->files())
+        if (f->mapping().release(range)) return;
+    };
+  }
+  for (BlockWeights* b : blocks) {
+    shard_block(*b, config_, plan, buffers);
+    for_each_matrix(*b, [&](const WeightMatrix& m) {
+      touch_pages(m);
+      check_kept_scales(m, params, plan.rank);
+    });
+  }
+  buffers.release_source = nullptr;
+}
+
+LoadOptions Model::draft_load_options(LoadOptions options) const {
+  if (comm_size(parallel_.comm) > 1) {
+    options.read_pages = false;  // distribute_draft reads the rank's part
+    options.check_scales = false;
+  }
+  return options;
 }
 
 void Model::rollback(SequenceKv& state, const KvUndo& undo, int64_t keep,

@@ -102,13 +102,19 @@ class Model {
   void set_checkpoint(std::shared_ptr<const Checkpoint> checkpoint) {
     checkpoint_ = std::move(checkpoint);
   }
-  // The head over normalised rows x [m, H]: logits [m, vocab]. Split over ranks, each
-  // computes its vocabulary's and they are gathered (a collective).
+  // The head over normalised rows x [m, H]: logits [m, vocab], on every rank. Split over
+  // ranks, each computes its vocabulary's and they are gathered (a collective). The drafts
+  // (their own norm first) use it too.
   std::vector<float> head_logits(float* x, int64_t m) const;
-  // The same with the whole head on this rank and no collective: for the drafts (whose own
-  // norm comes first), which run on rank 0 only when the target is split over ranks (the
-  // whole head's pages are read there when first used).
-  std::vector<float> head_logits_here(float* x, int64_t m) const;
+
+  // Drafts split like the target (docs/parallel.md): load a draft's parameters with
+  // draft_load_options(base) (a rank reads only its part), then distribute_draft() its
+  // blocks (MTP's layer, DSpark's stages): keeps this rank's part, with the copies in
+  // `buffers` (owned by the draft), reads its pages once and checks its E8M0 scales
+  // (throws flint::Error naming the tensor). Both do nothing on one rank.
+  LoadOptions draft_load_options(LoadOptions base) const;
+  void distribute_draft(std::span<BlockWeights* const> blocks, const LoadedParams& params,
+                        ShardBuffers& buffers) const;
 
  private:
   Config config_;
@@ -119,7 +125,6 @@ class Model {
   uint64_t identity_ = 0;
   ModelParallel parallel_;
   ShardBuffers shard_buffers_;
-  WeightMatrix full_head_;  // the unsplit head (a view; equal to weights_.head on one rank)
 };
 
 // A loaded component: its parameters (views into the checkpoint) and the load report.
@@ -138,8 +143,7 @@ LoadedComponent load_component(const std::shared_ptr<const Checkpoint>& checkpoi
 // flint::Error listing every problem if the checkpoint does not fit.
 // With `parallel.comm` of more than one rank, each rank keeps and reads only its part
 // (Model::distribute).
-std::unique_ptr<Model> load_model(const std::filesystem::path& dir,
-                                  const LoadOptions& options = {},
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, const LoadOptions& options = {},
                                   const ModelParallel& parallel = {});
 
 }  // namespace flint::dsv4

@@ -17,6 +17,8 @@ MtpDraft::MtpDraft(const Model& target, std::shared_ptr<const LoadedParams> para
   bind(*params_, c, &layers);
   FLINT_CHECK(!layers.empty());
   weights_ = std::move(layers.front());
+  BlockWeights* blocks[] = {&weights_.block};
+  target.distribute_draft(blocks, *params_, buffers_);
   rope_ = layer_rope(c, c.compress_ratio(layer_id_));
 }
 
@@ -60,7 +62,8 @@ std::vector<float> MtpDraft::forward(std::span<const MtpInput> batch, QuantSimul
       for (int64_t d = 0; d < H; ++d) s[d] += ev[d];
     }
   }
-  block_forward(weights_.block, c, rope_, segments, tokens.data(), streams.data(), n, sim);
+  block_forward(weights_.block, c, rope_, segments, tokens.data(), streams.data(), n, sim,
+                target_.comm());
   for (size_t i = 0; i < batch.size(); ++i)
     batch[i].state->advance(static_cast<int64_t>(batch[i].tokens.size()));
 
@@ -77,7 +80,7 @@ std::vector<float> MtpDraft::forward(std::span<const MtpInput> batch, QuantSimul
   hc_head(weights_.hc_head, c, picked.data(), m, x.data());
   kernels::rms_norm(x.data(), weights_.norm.data(), m, H, eps, x.data());
   if (last_streams != nullptr) *last_streams = std::move(picked);
-  return target_.head_logits_here(x.data(), m);
+  return target_.head_logits(x.data(), m);
 }
 
 std::unique_ptr<MtpDraft> load_mtp(const Model& target, const LoadOptions& options) {
@@ -90,12 +93,14 @@ std::unique_ptr<MtpDraft> load_mtp(const Model& target, const LoadOptions& optio
         c.dspark ? " or dspark" : "");
   }
   if (c.compress_ratio(c.num_hidden_layers) != 0) {
-    throw Error("config.json: the MTP layer's compress ratio is {}; flint drafts only with "
-                "window-only MTP layers (ratio 0, as DeepSeek-V4 ships them)",
-                c.compress_ratio(c.num_hidden_layers));
+    throw Error(
+        "config.json: the MTP layer's compress ratio is {}; flint drafts only with "
+        "window-only MTP layers (ratio 0, as DeepSeek-V4 ships them)",
+        c.compress_ratio(c.num_hidden_layers));
   }
   FLINT_CHECK(target.checkpoint() != nullptr, "the target was not loaded from a checkpoint");
-  LoadedComponent mtp = load_component(target.checkpoint(), c, Component::kMtp, options);
+  LoadedComponent mtp =
+      load_component(target.checkpoint(), c, Component::kMtp, target.draft_load_options(options));
   check_load_report(mtp.report);
   return std::make_unique<MtpDraft>(target, mtp.params);
 }

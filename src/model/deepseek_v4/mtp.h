@@ -19,10 +19,10 @@
 namespace flint::dsv4 {
 
 struct MtpInput {
-  SequenceKv* state = nullptr;       // the layer's store; rows go at state->length() ...
-  std::span<const int32_t> tokens;   // x_{p+1} for each position p
-  const float* hidden = nullptr;     // [tokens.size(), hc, H]: h_p
-  bool logits = true;                // the last row's logits and streams are wanted
+  SequenceKv* state = nullptr;      // the layer's store; rows go at state->length() ...
+  std::span<const int32_t> tokens;  // x_{p+1} for each position p
+  const float* hidden = nullptr;    // [tokens.size(), hc, H]: h_p
+  bool logits = true;               // the last row's logits and streams are wanted
 };
 
 class MtpDraft {
@@ -44,6 +44,7 @@ class MtpDraft {
  private:
   const Model& target_;
   std::shared_ptr<const LoadedParams> params_;
+  ShardBuffers buffers_;  // this rank's copies of column slices (several ranks)
   MtpWeights weights_;
   LayerRope rope_;
   int64_t layer_id_;

@@ -37,6 +37,12 @@ void split_expert(ExpertWeights& e, const ShardPlan& p, ShardBuffers& buffers) {
   keep_columns(e.w2.weight, p.rank, p.size, buffers);
 }
 
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error("--tensor-parallel-size: {}", what);
+}
+
+}  // namespace
+
 void for_each_matrix(const BlockWeights& b, const std::function<void(const WeightMatrix&)>& f) {
   f(b.hc_attn.fn);
   f(b.hc_ffn.fn);
@@ -58,12 +64,6 @@ void for_each_matrix(const BlockWeights& b, const std::function<void(const Weigh
   }
   for (const Linear* l : {&b.ffn.shared.w1, &b.ffn.shared.w2, &b.ffn.shared.w3}) f(l->weight);
 }
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw Error("--tensor-parallel-size: {}", what);
-}
-
-}  // namespace
 
 void for_each_matrix(const TargetWeights& w, const std::function<void(const WeightMatrix&)>& f) {
   f(w.head);
@@ -147,16 +147,25 @@ uint64_t weight_bytes(const TargetWeights& w) {
   return n;
 }
 
-void touch_pages(const TargetWeights& w) {
+void touch_pages(const WeightMatrix& m) {
+  if (m.empty()) return;
   volatile uint8_t sink = 0;
   auto touch = [&](const std::byte* p, uint64_t n) {
     for (uint64_t i = 0; i < n; i += 4096) sink = sink + static_cast<uint8_t>(p[i]);
   };
-  for_each_matrix(w, [&](const WeightMatrix& m) {
-    if (m.empty()) return;
-    touch(m.data, m.data_bytes());
-    if (m.scale != nullptr) touch(m.scale, m.scale_bytes());
-  });
+  touch(m.data, m.data_bytes());
+  if (m.scale != nullptr) touch(m.scale, m.scale_bytes());
+}
+
+void check_kept_scales(const WeightMatrix& m, const LoadedParams& params, int rank) {
+  if (m.empty() || m.scale == nullptr || m.scale_dtype != DType::F8_E8M0) return;
+  const auto* s = reinterpret_cast<const uint8_t*>(m.scale);
+  for (uint64_t i = 0; i < m.scale_bytes(); ++i) {
+    if (s[i] != 0xFF) continue;
+    const std::string name = params.name_of(m.scale);
+    throw Error("{}: an E8M0 scale is 0xFF (NaN) in the part rank {} keeps",
+                name.empty() ? "a column slice copied by sharding" : name, rank);
+  }
 }
 
 }  // namespace flint::dsv4

@@ -19,12 +19,13 @@
 
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/comm.h"
+#include "formats/loader.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/weights.h"
 
@@ -62,12 +63,19 @@ void shard_block(BlockWeights& w, const Config& c, const ShardPlan& plan, ShardB
 
 // Every matrix the struct still holds, except the embedding (read a row at a time).
 void for_each_matrix(const TargetWeights& w, const std::function<void(const WeightMatrix&)>& f);
+void for_each_matrix(const BlockWeights& b, const std::function<void(const WeightMatrix&)>& f);
 
 // Bytes of weights a rank streams: every matrix the struct still holds.
 uint64_t weight_bytes(const TargetWeights& w);
 
-// Reads one byte of every page of the rank's weights (what the loader's read_pages does for
-// a whole checkpoint), so loading costs what it costs and resident memory is the rank's own.
-void touch_pages(const TargetWeights& w);
+// Reads one byte of every page of the matrix (data and scales): what the loader's read_pages
+// does for a whole checkpoint, so that loading costs what it costs and resident memory is
+// the rank's own.
+void touch_pages(const WeightMatrix& m);
+
+// The loader's NaN check of E8M0 scales for one kept matrix (a rank checks its own part
+// only: on V4-Flash all scales are 8.6 GiB, most of them other ranks' experts). Throws
+// flint::Error naming the tensor (from `params`) and the rank.
+void check_kept_scales(const WeightMatrix& m, const LoadedParams& params, int rank);
 
 }  // namespace flint::dsv4
