@@ -165,17 +165,20 @@ std::vector<float> Model::head_logits(float* x, int64_t m) const {
   return logits;
 }
 
-void Model::distribute(const ModelParallel& parallel) {
-  const ShardPlan plan{comm_rank(parallel.comm), comm_size(parallel.comm),
-                       parallel.expert_parallel};
+ShardPlan Model::begin_sharding(const ModelParallel& parallel, ShardBuffers& buffers) const {
   // Columns copied out of the checkpoint: their pages (both ranks' halves, read to copy)
   // leave this rank's resident memory.
   if (checkpoint_) {
-    shard_buffers_.release_source = [this](std::span<const std::byte> range) {
+    buffers.release_source = [this](std::span<const std::byte> range) {
       for (const auto& f : checkpoint_->files())
         if (f->mapping().release(range)) return;
     };
   }
+  return {comm_rank(parallel.comm), comm_size(parallel.comm), parallel.expert_parallel};
+}
+
+void Model::distribute(const ModelParallel& parallel) {
+  const ShardPlan plan = begin_sharding(parallel, shard_buffers_);
   shard_target(weights_, config_, plan, shard_buffers_);
   shard_buffers_.release_source = nullptr;
   parallel_ = parallel;
@@ -188,14 +191,7 @@ void Model::distribute(const ModelParallel& parallel) {
 void Model::distribute_draft(std::span<BlockWeights* const> blocks, const LoadedParams& params,
                              ShardBuffers& buffers) const {
   if (comm_size(parallel_.comm) <= 1) return;
-  const ShardPlan plan{comm_rank(parallel_.comm), comm_size(parallel_.comm),
-                       parallel_.expert_parallel};
-  if (checkpoint_) {
-    buffers.release_source = [this](std::span<const std::byte> range) {
-      for (const auto& f : checkpoint_->files())
-        if (f->mapping().release(range)) return;
-    };
-  }
+  const ShardPlan plan = begin_sharding(parallel_, buffers);
   for (BlockWeights* b : blocks) {
     shard_block(*b, config_, plan, buffers);
     for_each_matrix(*b, [&](const WeightMatrix& m) {

@@ -117,6 +117,9 @@ class Model {
                         ShardBuffers& buffers) const;
 
  private:
+  // The rank's plan, with `buffers` set to drop the pages of the columns sharding copies.
+  ShardPlan begin_sharding(const ModelParallel& parallel, ShardBuffers& buffers) const;
+
   Config config_;
   std::shared_ptr<const Checkpoint> checkpoint_;
   std::shared_ptr<const LoadedParams> params_;
