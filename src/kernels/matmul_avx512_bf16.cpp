@@ -183,7 +183,7 @@ struct Fp4Decoder {
   const uint8_t* data;
   const uint8_t* scales;
   int64_t cols;
-  Vi lo, hi, nibble, spread;
+  Vi lo, hi, nibble, rotate, exponent;
   explicit Fp4Decoder(const WeightMatrix& w)
       : data(reinterpret_cast<const uint8_t*>(w.data)),
         scales(reinterpret_cast<const uint8_t*>(w.scale)),
@@ -192,10 +192,10 @@ struct Fp4Decoder {
     lo = _mm512_load_si512(t.fp4_lo);
     hi = _mm512_load_si512(t.fp4_hi);
     nibble = _mm512_set1_epi8(0x0F);
-    // Byte 4i + 3 of the scale vector takes scale byte i / 4 (the others are masked off).
-    alignas(64) uint8_t idx[64] = {};
-    for (int i = 0; i < 16; ++i) idx[4 * i + 3] = static_cast<uint8_t>(i / 4);
-    spread = _mm512_load_si512(idx);
+    // Rotating the 4 codes left by 23 - 8g puts code g in a float's exponent field: no
+    // shuffle (the scarce unit: decoding is shuffles).
+    rotate = _mm512_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15, 7, 7, 7, 7, 31, 31, 31, 31);
+    exponent = _mm512_set1_epi32(0x7F800000);
   }
   void nibbles(Vi n, Vi* w) const {
     const Vi l = _mm512_shuffle_epi8(lo, n), h = _mm512_shuffle_epi8(hi, n);
@@ -220,9 +220,8 @@ struct Fp4Decoder {
       for (int i = 0; i < 16; ++i) s[i] = i / 4 < groups ? e8m0_to_float(p[i / 4]) : 0.f;
       return _mm512_load_ps(s);
     }
-    const Vi e = _mm512_maskz_permutexvar_epi8(0x8888888888888888ull, spread,
-                                               _mm512_set1_epi32(static_cast<int>(codes)));
-    return _mm512_castsi512_ps(_mm512_srli_epi32(e, 1));
+    const Vi e = _mm512_rolv_epi32(_mm512_set1_epi32(static_cast<int>(codes)), rotate);
+    return _mm512_castsi512_ps(_mm512_and_si512(e, exponent));
   }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
     const Vi b = load_bytes(data + (r * cols + c) / 2, valid / 2);
@@ -306,7 +305,8 @@ struct Kernel {
   static void direct_rows(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
                           int64_t r1, float* y) {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) direct<4, T>(d, w, x, r, y);
+    constexpr int R = T <= 2 ? 4 : 2;  // R x T accumulators beside the decoding registers
+    for (; r + R <= r1; r += R) direct<R, T>(d, w, x, r, y);
     for (; r < r1; ++r) direct<1, T>(d, w, x, r, y);
   }
 
@@ -316,7 +316,9 @@ struct Kernel {
     alignas(64) float scale[kTileRows][kChunksPerBlock][16];
   };
 
-  // Rows [tr, tr + R) of the tile against inputs [t0, t0 + T), chunks [0, chunks).
+  // Rows [tr, tr + R) of the tile against inputs [t0, t0 + T), chunks [0, chunks). The
+  // same operations per (row, input) as chunk_dot, interleaved so that each loaded vector
+  // serves R or T products: R + T loads per R x T vdpbf16ps.
   template <int R, int T>
   static void micro(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t t0, int64_t k0,
                     int64_t chunks, int64_t r_abs, float* y, int64_t ldy) {
@@ -325,21 +327,39 @@ struct Kernel {
     for (auto& row : acc) FLINT_UNROLL
     for (auto& a : row) a = _mm512_setzero_ps();
     for (int64_t ch = 0; ch < chunks; ++ch) {
+      V part[R][T];
       FLINT_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const Vi* wv = reinterpret_cast<const Vi*>(tile.w[tr + r] + ch * kChunk);
-        const V scale = _mm512_load_ps(tile.scale[tr + r][ch]);
+      for (auto& row : part) FLINT_UNROLL
+      for (auto& a : row) a = _mm512_setzero_ps();
+      V(&sum)[R][T] = D::kScaled ? part : acc;
+      FLINT_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        __m512bh wv[R];
         FLINT_UNROLL
-        for (int t = 0; t < T; ++t)
-          acc[r][t] =
-              chunk_dot<D::kScaled>(acc[r][t], wv, scale, x + (t0 + t) * xs + k0 + ch * kChunk);
+        for (int r = 0; r < R; ++r)
+          wv[r] = (__m512bh)_mm512_load_si512(tile.w[tr + r] + ch * kChunk + 32 * v);
+        FLINT_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const auto xv =
+              (__m512bh)_mm512_load_si512(x + (t0 + t) * xs + k0 + ch * kChunk + 32 * v);
+          FLINT_UNROLL
+          for (int r = 0; r < R; ++r) sum[r][t] = _mm512_dpbf16_ps(sum[r][t], wv[r], xv);
+        }
+      }
+      if constexpr (D::kScaled) {
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const V scale = _mm512_load_ps(tile.scale[tr + r][ch]);
+          FLINT_UNROLL
+          for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], scale, acc[r][t]);
+        }
       }
     }
     flush<R, T>(acc, r_abs, k0 == 0, y + t0 * ldy, ldy);
   }
 
   // Rows of a register tile: a scaled chunk needs a partial sum beside each accumulator.
-  static constexpr int kMicroRows = D::kScaled ? 2 : 4;
+  static constexpr int kMicroRows = D::kScaled ? 3 : 4;
 
   template <int R>
   static void micro_inputs(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t n,
