@@ -305,7 +305,8 @@ struct Kernel {
   static void direct_rows(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
                           int64_t r1, float* y) {
     int64_t r = r0;
-    constexpr int R = T <= 2 ? 4 : 2;  // R x T accumulators beside the decoding registers
+    // R x T accumulators beside the decoder's tables and temporaries (BF16 has none).
+    constexpr int R = T <= 2 || !D::kScaled ? 4 : 2;
     for (; r + R <= r1; r += R) direct<R, T>(d, w, x, r, y);
     for (; r < r1; ++r) direct<1, T>(d, w, x, r, y);
   }
