@@ -3,11 +3,15 @@
 //    beyond the caches; bytes/s counts the weight's bytes (data plus scales) per call, so a
 //    kernel that reads at BM_MemoryRead's rate is at the memory roofline;
 //  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops.
+// Entries named *_bf16x declare x bf16-exact (matmul.h: the avx512bf16 variant where the
+// CPU has it, as for every FP8/FP4 linear under --quant-simulation official); the others
+// run the float32 variant. The label names the variant that ran.
 //   build/bench/flint_kernels_bench [--benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/memory_bandwidth.h"
@@ -71,49 +75,46 @@ OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols) {
 
 // Decode shapes: 4096 columns and as many rows as make 256 MiB of weight bytes, far beyond
 // the caches as a model's weights are (a 4096 x 4096 FP4 weight, 9 MB, would sit in L3).
-void BM_MatmulDecode(benchmark::State& state, WeightFormat format) {
+void BM_MatmulDecode(benchmark::State& state, WeightFormat format, bool bf16_x) {
   const int64_t cols = 4096, n = state.range(0);
   const WeightMatrix probe{format, 128, cols, nullptr, nullptr, DType::F8_E8M0};
   const int64_t rows = static_cast<int64_t>((uint64_t{256} << 20) / (probe.nbytes() / 128));
   const OwnedWeight o = make_weight(format, rows, cols);
   std::vector<float> x(static_cast<size_t>(n * cols), 0.5f), y(static_cast<size_t>(n * rows));
   for (auto _ : state) {
-    kernels::matmul(o.w, x.data(), n, y.data());
+    kernels::matmul(o.w, x.data(), n, y.data(), bf16_x);
     benchmark::DoNotOptimize(y.data());
   }
+  state.SetLabel(std::string(bf16_x ? kernels::matmul_isa() : "float32 variant"));
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(o.w.nbytes()));
   state.counters["weight_MB"] = static_cast<double>(o.w.nbytes()) / 1e6;
 }
-BENCHMARK_CAPTURE(BM_MatmulDecode, bf16, WeightFormat::kBF16)->Arg(1)->Arg(4)->UseRealTime();
-BENCHMARK_CAPTURE(BM_MatmulDecode, fp8_block128, WeightFormat::kFp8Block128)
-    ->Arg(1)
-    ->Arg(4)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_MatmulDecode, fp4_mx32, WeightFormat::kFp4Mx32)->Arg(1)->Arg(4)->UseRealTime();
+// x = 0.5 everywhere: exact in bf16.
+#define FLINT_MATMUL_BENCH(fn, name, format, a, b)                           \
+  BENCHMARK_CAPTURE(fn, name, format, false)->Arg(a)->Arg(b)->UseRealTime(); \
+  BENCHMARK_CAPTURE(fn, name##_bf16x, format, true)->Arg(a)->Arg(b)->UseRealTime();
+FLINT_MATMUL_BENCH(BM_MatmulDecode, bf16, WeightFormat::kBF16, 1, 4)
+FLINT_MATMUL_BENCH(BM_MatmulDecode, fp8_block128, WeightFormat::kFp8Block128, 1, 4)
+FLINT_MATMUL_BENCH(BM_MatmulDecode, fp4_mx32, WeightFormat::kFp4Mx32, 1, 4)
 
 // Prefill shapes: a 4096 x 4096 weight times n inputs; the FLOP/s counter (2 per multiply-
 // add) against BM_PeakFlops.
-void BM_MatmulPrefill(benchmark::State& state, WeightFormat format) {
+void BM_MatmulPrefill(benchmark::State& state, WeightFormat format, bool bf16_x) {
   const int64_t rows = 4096, cols = 4096, n = state.range(0);
   const OwnedWeight o = make_weight(format, rows, cols);
   std::vector<float> x(static_cast<size_t>(n * cols), 0.5f), y(static_cast<size_t>(n * rows));
   for (auto _ : state) {
-    kernels::matmul(o.w, x.data(), n, y.data());
+    kernels::matmul(o.w, x.data(), n, y.data(), bf16_x);
     benchmark::DoNotOptimize(y.data());
   }
+  state.SetLabel(std::string(bf16_x ? kernels::matmul_isa() : "float32 variant"));
   state.counters["GFLOP_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(rows * cols * n) / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_MatmulPrefill, bf16, WeightFormat::kBF16)->Arg(16)->Arg(128)->UseRealTime();
-BENCHMARK_CAPTURE(BM_MatmulPrefill, fp8_block128, WeightFormat::kFp8Block128)
-    ->Arg(16)
-    ->Arg(128)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_MatmulPrefill, fp4_mx32, WeightFormat::kFp4Mx32)
-    ->Arg(16)
-    ->Arg(128)
-    ->UseRealTime();
+FLINT_MATMUL_BENCH(BM_MatmulPrefill, bf16, WeightFormat::kBF16, 16, 128)
+FLINT_MATMUL_BENCH(BM_MatmulPrefill, fp8_block128, WeightFormat::kFp8Block128, 16, 128)
+FLINT_MATMUL_BENCH(BM_MatmulPrefill, fp4_mx32, WeightFormat::kFp4Mx32, 16, 128)
 
 void BM_PeakFlops(benchmark::State& state) {
   kernels::PeakFlops best;

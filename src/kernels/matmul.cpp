@@ -1,6 +1,8 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "base/check.h"
@@ -47,22 +49,39 @@ void scalar_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, i
 }
 
 int64_t no_scratch(const WeightMatrix&, int64_t) { return 0; }
-const float* same_x(const WeightMatrix&, const float* x, int64_t, float*) { return x; }
+const void* same_x(const WeightMatrix&, const float* x, int64_t, void*) { return x; }
+void scalar_rows_any(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1,
+                     float* y) {
+  scalar_rows(w, static_cast<const float*>(x), n, r0, r1, y);
+}
+bool every_format(WeightFormat) { return true; }
 
 // The variants this build and CPU can run, best first; the scalar one is always there.
 std::vector<const detail::MatmulIsa*> available_isas() {
   std::vector<const detail::MatmulIsa*> isas;
-  for (const detail::MatmulIsa* isa : {detail::matmul_isa_avx512(), detail::matmul_isa_avx2()})
+  for (const detail::MatmulIsa* isa :
+       {detail::matmul_isa_avx512_bf16(), detail::matmul_isa_avx512(), detail::matmul_isa_avx2()})
     if (isa != nullptr) isas.push_back(isa);
   isas.push_back(&detail::matmul_isa_scalar());
   return isas;
 }
 
-const detail::MatmulIsa* best_isa() { return available_isas().front(); }
+// The variant for calls declaring x bf16-exact, and the one for all others.
+struct Active {
+  const detail::MatmulIsa* exact;
+  const detail::MatmulIsa* general;
+};
 
-const detail::MatmulIsa*& active_isa() {
-  static const detail::MatmulIsa* isa = best_isa();
-  return isa;
+Active select(const detail::MatmulIsa* isa) {
+  if (!isa->bf16_inputs) return {isa, isa};
+  for (const detail::MatmulIsa* other : available_isas())
+    if (!other->bf16_inputs) return {isa, other};
+  return {isa, &detail::matmul_isa_scalar()};
+}
+
+Active& active_isa() {
+  static Active active = select(available_isas().front());
+  return active;
 }
 
 // Rows per unit of work: whole 16-row tiles, and enough weight bytes (>= 64 KB) that the
@@ -77,7 +96,8 @@ int64_t rows_per_unit(const WeightMatrix& w) {
 
 namespace detail {
 const MatmulIsa& matmul_isa_scalar() {
-  static const MatmulIsa isa{"scalar", &no_scratch, &same_x, &scalar_rows};
+  static const MatmulIsa isa{"scalar",         &no_scratch,   &same_x,
+                             &scalar_rows_any, &every_format, false};
   return isa;
 }
 }  // namespace detail
@@ -85,46 +105,58 @@ const MatmulIsa& matmul_isa_scalar() {
 float dot(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
 
 void matmul_many(std::span<const MatmulTask> tasks) {
-  const detail::MatmulIsa& isa = *active_isa();
+  const Active active = active_isa();
   struct Unit {
     int32_t task;
     int64_t r0, r1;
   };
   thread_local std::vector<Unit> units;
-  thread_local std::vector<float> scratch;
-  thread_local std::vector<const float*> xs;
+  thread_local std::vector<std::byte> scratch;
+  thread_local std::vector<const void*> xs;
+  thread_local std::vector<const detail::MatmulIsa*> isas;
   units.clear();
   xs.assign(tasks.size(), nullptr);
-  size_t scratch_size = 0;
-  for (const MatmulTask& t : tasks)
-    scratch_size += static_cast<size_t>(isa.scratch_floats(*t.w, t.n));
-  if (scratch.size() < scratch_size) scratch.resize(scratch_size);
-  size_t offset = 0;
+  isas.resize(tasks.size());
+  // Scratch regions start 64-byte aligned (the allocation itself is padded to align).
+  auto padded = [](int64_t bytes) { return static_cast<size_t>((bytes + 63) / 64 * 64); };
+  size_t scratch_size = 64;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const MatmulTask& t = tasks[i];
     FLINT_CHECK(t.w != nullptr && t.n >= 0);
+    const bool exact = t.x_bf16_exact && active.exact->supports(t.w->format);
+    isas[i] = exact ? active.exact : active.general;
+    scratch_size += padded(isas[i]->scratch_bytes(*t.w, t.n));
+  }
+  if (scratch.size() < scratch_size) scratch.resize(scratch_size);
+  const auto base = reinterpret_cast<uintptr_t>(scratch.data());
+  size_t offset = static_cast<size_t>((64 - base % 64) % 64);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const MatmulTask& t = tasks[i];
     if (t.n == 0 || t.w->rows == 0) continue;
-    xs[i] = isa.prepare_x(*t.w, t.x, t.n, scratch.data() + offset);
-    offset += static_cast<size_t>(isa.scratch_floats(*t.w, t.n));
+    xs[i] = isas[i]->prepare_x(*t.w, t.x, t.n, scratch.data() + offset);
+    offset += padded(isas[i]->scratch_bytes(*t.w, t.n));
     const int64_t step = rows_per_unit(*t.w);
     for (int64_t r = 0; r < t.w->rows; r += step)
       units.push_back({static_cast<int32_t>(i), r, std::min(t.w->rows, r + step)});
   }
   if (units.empty()) return;
-  const std::vector<Unit>& todo = units;  // the pool's threads read the caller's copy
-  const std::vector<const float*>& prepared = xs;
+  // The pool's threads read the caller's copies.
+  const std::vector<Unit>& todo = units;
+  const std::vector<const void*>& prepared = xs;
+  const std::vector<const detail::MatmulIsa*>& chosen = isas;
   parallel_for(todo.size(), 1, [&](size_t u0, size_t u1) {
     for (size_t u = u0; u < u1; ++u) {
       const Unit& unit = todo[u];
-      const MatmulTask& t = tasks[static_cast<size_t>(unit.task)];
-      isa.rows(*t.w, prepared[static_cast<size_t>(unit.task)], t.n, unit.r0, unit.r1, t.y);
+      const auto task = static_cast<size_t>(unit.task);
+      const MatmulTask& t = tasks[task];
+      chosen[task]->rows(*t.w, prepared[task], t.n, unit.r0, unit.r1, t.y);
     }
   });
 }
 
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, bool x_bf16_exact) {
   if (n <= 0 || w.rows == 0) return;
-  const MatmulTask task{&w, x, n, y};
+  const MatmulTask task{&w, x, n, y, x_bf16_exact};
   matmul_many({&task, 1});
 }
 
@@ -136,18 +168,18 @@ std::vector<std::string_view> matmul_isas() {
 
 bool set_matmul_isa(std::string_view name) {
   if (name.empty()) {
-    active_isa() = best_isa();
+    active_isa() = select(available_isas().front());
     return true;
   }
   for (const detail::MatmulIsa* isa : available_isas()) {
     if (name == isa->name) {
-      active_isa() = isa;
+      active_isa() = select(isa);
       return true;
     }
   }
   return false;
 }
 
-std::string_view matmul_isa() { return active_isa()->name; }
+std::string_view matmul_isa() { return active_isa().exact->name; }
 
 }  // namespace flint::kernels

@@ -10,6 +10,14 @@
 // Results are deterministic: they depend neither on the thread count nor on n (a row of x
 // gives the same bits alone or in a batch). Variants (matmul_isa.h): avx512, avx2, and the
 // scalar reference; the best one the CPU has is used unless set_matmul_isa picks another.
+//
+// x_bf16_exact: the caller promises every element of x is exactly a bfloat16 value (e.g.
+// FP8 values times power-of-two scales, as kernels::round_fp8_blocks makes). CPUs with
+// AVX-512 BF16 and VBMI then run the avx512bf16 variant for BF16, FP8 and FP4 weights:
+// weights decoded to bf16 with byte permutes and multiplied with vdpbf16ps (exact products,
+// float32 sums in another fixed order, so other bits than the float32 path; still
+// independent of n and threads). bf16 subnormals in x or the weight and partial sums below
+// 2^-126 count as zero there. Without the promise, or on other CPUs, nothing changes.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +29,7 @@
 
 namespace flint::kernels {
 
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, bool x_bf16_exact = false);
 
 // Several independent products in one parallel region: the experts of a MoE layer are many
 // small weights whose separate calls would each pay a thread wake-up and leave threads idle
@@ -30,14 +38,17 @@ struct MatmulTask {
   const WeightMatrix* w = nullptr;
   const float* x = nullptr;  // [n, w->cols]
   int64_t n = 0;
-  float* y = nullptr;  // [n, w->rows]
+  float* y = nullptr;         // [n, w->rows]
+  bool x_bf16_exact = false;  // see matmul()
 };
 void matmul_many(std::span<const MatmulTask> tasks);
 
-// The variants this build and CPU can run, best first ("avx512", "avx2", "scalar").
+// The variants this build and CPU can run, best first ("avx512bf16", "avx512", "avx2",
+// "scalar").
 std::vector<std::string_view> matmul_isas();
-// Picks a variant by name ("" = the best); false if unavailable. Not thread-safe with
-// running matmuls: for tests, benchmarks and start-up.
+// Picks a variant by name ("" = the best); false if unavailable. avx512bf16 runs only the
+// calls that declare x bf16-exact, the best other variant runs the rest; any other name
+// runs every call. Not thread-safe with running matmuls: for tests, benchmarks, start-up.
 bool set_matmul_isa(std::string_view name);
 std::string_view matmul_isa();
 

@@ -102,7 +102,8 @@ const MatmulIsa* matmul_isa_avx2() {
     const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
     return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
-  static const MatmulIsa isa{"avx2", &Driver::scratch_floats, &Driver::prepare_x, &Driver::rows};
+  static const MatmulIsa isa{"avx2",        &Driver::scratch_bytes, &Driver::prepare_x,
+                             &Driver::rows, &Driver::supports,      false};
   return ok ? &isa : nullptr;
 #else
   return nullptr;

@@ -102,7 +102,8 @@ const MatmulIsa* matmul_isa_avx512() {
 #if defined(__x86_64__)
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  static const MatmulIsa isa{"avx512", &Driver::scratch_floats, &Driver::prepare_x, &Driver::rows};
+  static const MatmulIsa isa{"avx512",      &Driver::scratch_bytes, &Driver::prepare_x,
+                             &Driver::rows, &Driver::supports,      false};
   return ok ? &isa : nullptr;
 #else
   return nullptr;

@@ -379,8 +379,9 @@ struct MatmulDriver {
     }
   }
 
-  static void rows(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+  static void rows(const WeightMatrix& w, const void* xv, int64_t n, int64_t r0, int64_t r1,
                    float* y) {
+    const float* x = static_cast<const float*>(xv);
     switch (w.format) {
       case WeightFormat::kF32:
         return rows_for<WeightFormat::kF32>(w, x, n, r0, r1, y);
@@ -394,11 +395,13 @@ struct MatmulDriver {
   }
 
   // FP4 reads a chunk's even columns, then its odd ones: x is permuted to match.
-  static int64_t scratch_floats(const WeightMatrix& w, int64_t n) {
-    return w.format == WeightFormat::kFp4Mx32 ? n * w.cols : 0;
+  static int64_t scratch_bytes(const WeightMatrix& w, int64_t n) {
+    return w.format == WeightFormat::kFp4Mx32 ? n * w.cols * 4 : 0;
   }
-  static const float* prepare_x(const WeightMatrix& w, const float* x, int64_t n, float* scratch) {
+  static bool supports(WeightFormat) { return true; }
+  static const void* prepare_x(const WeightMatrix& w, const float* x, int64_t n, void* out) {
     if (w.format != WeightFormat::kFp4Mx32) return x;
+    float* scratch = static_cast<float*>(out);
     const int64_t total = n * w.cols;  // cols is a multiple of 32, so of 2W
     for (int64_t b = 0; b < total; b += 2 * W) {
       for (int j = 0; j < W; ++j) {

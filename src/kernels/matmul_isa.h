@@ -10,6 +10,20 @@
 // is the same whatever n, the row range or the thread count, so prefill, incremental decode
 // and batches of any size give bit-identical results. The scalar variant (the reference)
 // dequantises rows to float32 and uses dot(); variants differ from it by float32 rounding.
+//
+// The avx512bf16 variant (bf16_inputs: only for calls whose x is exactly bf16) keeps the
+// same outer order with 16 lanes and a different chain. Weights are decoded to bf16 without
+// their block scale (E4M3 and E2M1 values are exact in bf16) and multiplied with vdpbf16ps,
+// which for lane i adds word 2i+1's exact product, then word 2i's, each add rounded to
+// float32 (checked on Zen 4; bf16 subnormal inputs, a subnormal accumulator and subnormal
+// sums count as zero). A block is read in chunks of 128 columns = 4 vectors of 32 words;
+// word j of vector v (0..3) of a chunk holds column
+//   BF16: 32v + j;  FP8: 64(v/2) + 16(j/8) + 8(v%2) + j%8;  FP4: 2(16(j/8) + 8(v%2) + j%8) + v/2
+// of it (past the last column: zero). BF16: each lane's partial sum is one vdpbf16ps chain
+// over the block's chunks and vectors in order. FP8 and FP4: per chunk, a chain starting
+// from zero over its 4 vectors, then lane sum = fma(chain, scale, lane sum), where scale is
+// the chunk's FP8 block scale, or for FP4 the scale of 32-column group j/8 (lanes 4g..4g+3
+// hold group g). The horizontal reduction is the avx512 one (halves: 8, 4, 2, 1 lanes).
 #pragma once
 
 #include <cstdint>
@@ -20,15 +34,20 @@ namespace flint::kernels::detail {
 
 struct MatmulIsa {
   const char* name;
-  // Floats of scratch prepare_x needs (0: it never copies x).
-  int64_t (*scratch_floats)(const WeightMatrix& w, int64_t n);
-  // x in the column order rows() reads: x itself, or `scratch` filled.
-  const float* (*prepare_x)(const WeightMatrix& w, const float* x, int64_t n, float* scratch);
+  // Bytes of scratch prepare_x needs (0: it never copies x).
+  int64_t (*scratch_bytes)(const WeightMatrix& w, int64_t n);
+  // x in the layout rows() reads: x itself, or `scratch` filled (64-byte aligned).
+  const void* (*prepare_x)(const WeightMatrix& w, const float* x, int64_t n, void* scratch);
   // y[i * w.rows + r] for i < n, r in [r0, r1); x as prepare_x returned it.
-  void (*rows)(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1, float* y);
+  void (*rows)(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1, float* y);
+  // Whether rows() handles this format (else the general variant runs the call).
+  bool (*supports)(WeightFormat format);
+  // True: only for calls that declare x exactly representable in bf16 (MatmulTask).
+  bool bf16_inputs;
 };
 
 // Null when this build or this CPU lacks the instructions.
+const MatmulIsa* matmul_isa_avx512_bf16();
 const MatmulIsa* matmul_isa_avx512();
 const MatmulIsa* matmul_isa_avx2();
 const MatmulIsa& matmul_isa_scalar();

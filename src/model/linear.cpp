@@ -57,7 +57,8 @@ void forward_many(std::span<const LinearCall> calls, QuantSimulation sim) {
       }
       x = dst;
     }
-    tasks.push_back({&c.linear->weight, x, c.n, c.y});
+    // FP8 values times power-of-two scales: exact in bf16, so the kernel may multiply in it.
+    tasks.push_back({&c.linear->weight, x, c.n, c.y, offsets[i] >= 0});
   }
   kernels::matmul_many(tasks);
 }

@@ -1,6 +1,7 @@
 // matmul in every weight format against dequantise-then-multiply in double.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 #include "formats/fp4.h"
 #include "formats/fp8.h"
 #include "kernels/matmul.h"
+#include "kernels/quant_round.h"
 
 namespace flint::kernels {
 namespace {
@@ -290,6 +292,254 @@ TEST(Matmul, RowSliceSelectsRows) {
   o.w.dequantize_rows(0, 384, full.data());
   part.dequantize_rows(0, 128, rows.data());
   EXPECT_TRUE(std::equal(rows.begin(), rows.end(), full.begin() + 128 * 128));
+}
+
+// ---- the avx512bf16 variant (x declared exactly bf16) -----------------------------------
+
+// x rounded as linear.cpp rounds FP8/FP4 inputs: FP8 values times power-of-two scales, over
+// a wide range of magnitudes (so block scales vary).
+std::vector<float> fp8_rounded_x(int64_t n, int64_t cols, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t padded = (cols + 127) / 128 * 128;
+  std::vector<float> row(static_cast<size_t>(padded)), x;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < padded; ++c)
+      row[size_t(c)] = float(rng.normal() * std::ldexp(1.0, int(rng.below(20)) - 10));
+    round_fp8_blocks(row.data(), padded, 128);
+    x.insert(x.end(), row.begin(), row.begin() + cols);
+  }
+  return x;
+}
+
+bool bf16_exact(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return (u & 0xFFFF) == 0;
+}
+
+// vdpbf16ps treats subnormal inputs and results as zero.
+float flush(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.0f, v) : v; }
+
+// The avx512bf16 variant's arithmetic in scalar code, from matmul_isa.h: weights decoded
+// without their scale, chunks of 128 columns as 4 vectors of 32 words, vdpbf16ps as two
+// rounded adds (odd word first), scales by FMA per chunk, halving reduction per 512 block.
+float emulate_bf16(const Owned& o, const float* x, int64_t r) {
+  const WeightMatrix& w = o.w;
+  const bool scaled = w.format != WeightFormat::kBF16;
+  auto column = [&](int v, int j) {
+    switch (w.format) {
+      case WeightFormat::kFp8Block128:
+        return 64 * (v / 2) + 16 * (j / 8) + 8 * (v % 2) + j % 8;
+      case WeightFormat::kFp4Mx32:
+        return 2 * (16 * (j / 8) + 8 * (v % 2) + j % 8) + v / 2;
+      default:
+        return 32 * v + j;
+    }
+  };
+  auto unscaled = [&](int64_t c) -> float {  // the weight's code without its scale
+    if (w.format == WeightFormat::kFp8Block128)
+      return fp8_e4m3_to_float(o.data[size_t(r * w.cols + c)]);
+    if (w.format == WeightFormat::kFp4Mx32) {
+      const uint8_t b = o.data[size_t((r * w.cols + c) / 2)];
+      return fp4_e2m1_to_float(c % 2 ? b >> 4 : b & 15);
+    }
+    return bf16_to_float(reinterpret_cast<const uint16_t*>(o.data.data())[r * w.cols + c]);
+  };
+  auto scale = [&](int64_t c) -> float {
+    if (c >= w.cols) return 0.0f;
+    if (w.format == WeightFormat::kFp4Mx32)
+      return e8m0_to_float(o.scale[size_t(r * (w.cols / 32) + c / 32)]);
+    const int64_t s = (r / 128) * ((w.cols + 127) / 128) + c / 128;
+    return w.scale_dtype == DType::F32 ? reinterpret_cast<const float*>(o.scale.data())[s]
+                                       : e8m0_to_float(o.scale[size_t(s)]);
+  };
+  float y = 0;
+  for (int64_t k0 = 0; k0 < w.cols; k0 += 512) {
+    float lane[16] = {};
+    for (int64_t c = k0; c < std::min(w.cols, k0 + 512); c += 128) {
+      float part[16] = {};
+      float* sum = scaled ? part : lane;
+      for (int v = 0; v < 4; ++v) {
+        for (int i = 0; i < 16; ++i) {
+          float acc = flush(sum[i]);
+          for (int j : {2 * i + 1, 2 * i}) {  // past the last column: zeros
+            const int64_t col = c + column(v, j);
+            const float wv = col < w.cols ? flush(unscaled(col)) : 0.0f;
+            const float xv = col < w.cols ? flush(x[col]) : 0.0f;
+            acc = flush(acc + wv * xv);  // the product is exact
+          }
+          sum[i] = acc;
+        }
+      }
+      if (scaled) {
+        for (int i = 0; i < 16; ++i) {
+          const int64_t group = w.format == WeightFormat::kFp4Mx32 ? c + 32 * (i / 4) : c;
+          lane[i] = std::fma(part[i], scale(group), lane[i]);
+        }
+      }
+    }
+    for (int width = 8; width >= 1; width /= 2)
+      for (int i = 0; i < width; ++i) lane[i] += lane[i + width];
+    y = k0 == 0 ? lane[0] : y + lane[0];
+  }
+  return y;
+}
+
+bool has_bf16_variant() {
+  const auto isas = matmul_isas();
+  return std::find(isas.begin(), isas.end(), "avx512bf16") != isas.end();
+}
+
+// The variant against its emulation (bit for bit) and against the exact sum: products are
+// exact and each term passes through at most `depth` float32 roundings (FP8 / FP4: 8 adds in
+// its chunk, 4 scale FMAs, 4 reduction steps, one add per further 512-column block; BF16:
+// 32 adds per block instead of 8 + 4), so |y - exact| <= depth * 2^-24 * sum |w x| (while
+// no product, partial sum or x is below 2^-126: vdpbf16ps flushes those to zero).
+void check_bf16(const Owned& o, const std::vector<float>& x, int64_t n, bool bound = true) {
+  std::vector<float> y(size_t(n * o.w.rows));
+  matmul(o.w, x.data(), n, y.data(), true);
+  const int64_t blocks = (o.w.cols + 511) / 512;
+  const double depth = (o.w.format == WeightFormat::kBF16 ? 36 : 16) + blocks;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x.data() + i * o.w.cols;
+    for (int64_t r = 0; r < o.w.rows; ++r) {
+      const float got = y[size_t(i * o.w.rows + r)], want = emulate_bf16(o, xi, r);
+      SCOPED_TRACE(::testing::Message()
+                   << weight_format_name(o.w.format) << " " << o.w.rows << "x" << o.w.cols
+                   << " row " << r << " input " << i << " n " << n);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got));
+        continue;
+      }
+      ASSERT_EQ(got, want);
+      double acc = 0, mag = 0;
+      for (int64_t c = 0; c < o.w.cols; ++c) {
+        acc += element(o, r, c) * xi[c];
+        mag += std::fabs(element(o, r, c) * xi[c]);
+      }
+      // (+ depth * 2^-149: a scale FMA may round to a float32 subnormal.)
+      if (bound && std::isfinite(float(mag))) {
+        ASSERT_LE(std::fabs(got - acc), depth * (0x1p-24 * mag + 0x1p-149));
+      }
+    }
+  }
+}
+
+TEST(MatmulBf16, OfficialInputRoundingIsBf16Exact) {
+  // What linear.cpp relies on to declare its rounded inputs exact.
+  Rng rng(3);
+  std::vector<float> x(128 * 64);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = i < 128 ? 0.0f : float(rng.normal() * std::ldexp(1.0, int(rng.below(160)) - 80));
+  round_fp8_blocks(x.data(), int64_t(x.size()), 128);
+  for (float v : x) ASSERT_TRUE(bf16_exact(v)) << v;
+}
+
+TEST(MatmulBf16, EveryFormatMatchesEmulationAndBound) {
+  if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
+  // n = 1..4 decode in registers, 5, 16, 33 through the tiles; odd row counts, widths with
+  // partial chunks (70, 96, 300, 1088, 1100) and several 512-column blocks.
+  const Owned weights[] = {make(WeightFormat::kBF16, 37, 70, 2),
+                           make(WeightFormat::kBF16, 21, 1040, 12),
+                           make(WeightFormat::kFp8Block128, 133, 300, 3),
+                           make(WeightFormat::kFp8Block128, 130, 1100, 13),
+                           make(WeightFormat::kFp8Block128, 131, 256, 4, DType::F32),
+                           make(WeightFormat::kFp4Mx32, 33, 128, 5),
+                           make(WeightFormat::kFp4Mx32, 19, 1088, 15),
+                           make(WeightFormat::kFp4Mx32, 7, 96, 16)};
+  for (int64_t n : {1, 2, 3, 4, 5, 16, 33}) {
+    for (const Owned& o : weights) check_bf16(o, fp8_rounded_x(n, o.w.cols, uint64_t(n)), n);
+  }
+}
+
+// FP8 subnormal, zero, largest and NaN codes; E8M0 scales at both ends: 2^-127 (code 0, a
+// float32 subnormal), 2^-126, 2^-125, then (sums overflowing to inf or NaN, compared with
+// the emulation only) 2^121, 2^127 and NaN (255). FP4 with the same extremes (codes 0 and
+// 255 take its scale vector's slow path).
+TEST(MatmulBf16, SpecialCodesAndScales) {
+  if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
+  const std::vector<uint8_t> small = {135, 1, 0, 2, 126}, large = {248, 254, 255, 127, 100};
+  for (const std::vector<uint8_t>* codes : {&small, &large}) {
+    Owned fp8 = make(WeightFormat::kFp8Block128, 128, 640, 21);
+    for (size_t i = 0; i < fp8.data.size(); i += 3) fp8.data[i] = uint8_t(i % 16);  // subnormals
+    for (size_t i = 1; i < fp8.data.size(); i += 7) fp8.data[i] = i % 2 ? 0x7E : 0xFE;  // 448
+    for (size_t i = 2; i < fp8.data.size(); i += 11) fp8.data[i] = 0x80;                // -0
+    fp8.data[5] = 0x7F;              // NaN in row 0
+    fp8.data[640 * 7 + 200] = 0xFF;  // NaN in row 7
+    fp8.scale = *codes;
+    fp8.w.scale = reinterpret_cast<const std::byte*>(fp8.scale.data());
+    Owned fp4 = make(WeightFormat::kFp4Mx32, 9, 256, 22);
+    for (size_t i = 0; i < fp4.scale.size(); ++i) fp4.scale[i] = (*codes)[(i * 3) % 5];
+    for (int64_t n : {1, 4, 6}) {
+      check_bf16(fp8, fp8_rounded_x(n, fp8.w.cols, 5), n);
+      check_bf16(fp4, fp8_rounded_x(n, fp4.w.cols, 6), n);
+    }
+  }
+}
+
+// vdpbf16ps counts bf16 subnormals as zero: 64 weights of 2^-133 times 2^100 give 0, not
+// 2^-27 (and the emulation, which flushes the same way, agrees on random subnormals).
+TEST(MatmulBf16, SubnormalsCountAsZero) {
+  if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
+  Owned o = make(WeightFormat::kBF16, 5, 64, 23);
+  auto* h = reinterpret_cast<uint16_t*>(o.data.data());
+  for (int64_t c = 0; c < 64; ++c) h[c] = 0x0001;  // row 0: 2^-133
+  for (int64_t i = 64; i < 5 * 64; i += 5) h[i] = uint16_t(0x0001 + i % 0x7F);
+  std::vector<float> x(64, 0x1p100f);
+  float y[5];
+  matmul(o.w, x.data(), 1, y, true);
+  EXPECT_EQ(y[0], 0.0f);
+  matmul(o.w, x.data(), 1, y, false);
+  EXPECT_EQ(y[0], 0x1p-27f);
+  x = fp8_rounded_x(1, 64, 7);
+  check_bf16(o, x, 1, false);
+}
+
+TEST(MatmulBf16, ResultDoesNotDependOnBatchOrThreads) {
+  if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
+  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kFp8Block128, WeightFormat::kFp4Mx32}) {
+    Owned o = make(f, 150, 1088, 6);
+    const int64_t n = 11;
+    std::vector<float> x = fp8_rounded_x(n, 1088, 8);
+    std::vector<float> batch(size_t(n * 150)), threads1(batch.size());
+    matmul(o.w, x.data(), n, batch.data(), true);
+    set_thread_count(1);
+    matmul(o.w, x.data(), n, threads1.data(), true);
+    set_thread_count(0);
+    EXPECT_EQ(batch, threads1) << weight_format_name(f);
+    for (int64_t split : {1, 2, 3, 4, 7}) {  // the first `split` rows, then the rest
+      std::vector<float> parts(batch.size());
+      matmul(o.w, x.data(), split, parts.data(), true);
+      matmul(o.w, x.data() + split * 1088, n - split, parts.data() + split * 150, true);
+      EXPECT_EQ(batch, parts) << weight_format_name(f) << " split " << split;
+    }
+  }
+}
+
+// Calls that do not declare x exact, and F32 weights, run the float32 variant bit for bit;
+// declared calls on the other formats do not (other rounding: some output differs).
+TEST(MatmulBf16, OnlyDeclaredCallsTakeIt) {
+  if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
+  for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block128,
+                         WeightFormat::kFp4Mx32}) {
+    Owned o = make(f, 64, 1024, 9);
+    for (int64_t n : {1, 6}) {
+      std::vector<float> x = fp8_rounded_x(n, 1024, 10);
+      std::vector<float> plain(size_t(n * 64)), declared(plain.size()), f32(plain.size());
+      ASSERT_TRUE(set_matmul_isa("avx512bf16"));
+      matmul(o.w, x.data(), n, plain.data());
+      matmul(o.w, x.data(), n, declared.data(), true);
+      ASSERT_TRUE(set_matmul_isa("avx512"));
+      matmul(o.w, x.data(), n, f32.data(), true);
+      set_matmul_isa("");
+      EXPECT_EQ(plain, f32) << weight_format_name(f);
+      if (f == WeightFormat::kF32) {
+        EXPECT_EQ(declared, f32);
+      } else {
+        EXPECT_NE(declared, f32) << weight_format_name(f);
+      }
+    }
+  }
 }
 
 }  // namespace

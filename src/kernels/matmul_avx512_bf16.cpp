@@ -1,0 +1,509 @@
+// matmul for calls whose x is exactly bf16 (matmul.h), on AVX-512 BF16 + VBMI: weights are
+// decoded to bf16 in registers with byte permutes and multiplied with vdpbf16ps, 32 columns
+// per instruction; the block scales multiply float32 partial sums. Summation order and
+// column layout: matmul_isa.h.
+//
+// Cost per 128 columns of one row (n = 1): FP8 2 x (2 vpermi2b + 1 vpternlogd + 2 unpacks),
+// FP4 (and, shift, and, 4 vpshufb, 4 unpacks) + a 4-group scale vector; then 4 vdpbf16ps
+// and 1 FMA per input, against 8 (FP8) or 4 (FP4) decode steps + 8 FMAs in the float32
+// variant. x is converted to bf16 once per call, permuted to the weight's decode order.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+// Every header with inline functions is included before the target region: they must stay
+// compiled for the baseline CPU (the linker may keep this copy).
+#include "base/check.h"
+#include "formats/e8m0.h"
+#include "formats/fp4.h"
+#include "formats/fp8.h"
+#include "formats/weight.h"
+#include "kernels/matmul_isa.h"
+
+#if defined(__x86_64__)
+#if defined(__clang__)
+#pragma clang attribute push(                                                                \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma"))), \
+    apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma")
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define FLINT_UNROLL _Pragma("GCC unroll 16")
+
+namespace flint::kernels::detail {
+namespace {
+
+constexpr int64_t kChunk = 128;  // columns: 4 vectors of 32 bf16
+constexpr int64_t kBlock = 512;  // columns per horizontal reduction
+constexpr int64_t kChunksPerBlock = kBlock / kChunk;
+constexpr int kTileRows = 16;
+constexpr int kDirectMaxN = 4;
+
+using Vi = __m512i;
+using V = __m512;
+
+// Column (within its chunk) of word j of decoded vector v (matmul_isa.h).
+int chunk_column(WeightFormat f, int v, int j) {
+  switch (f) {
+    case WeightFormat::kFp8Block128:
+      return 64 * (v / 2) + 16 * (j / 8) + 8 * (v % 2) + j % 8;
+    case WeightFormat::kFp4Mx32:
+      return 2 * (16 * (j / 8) + 8 * (v % 2) + j % 8) + v / 2;
+    default:
+      return 32 * v + j;
+  }
+}
+
+uint16_t bf16_bits(float f) {  // exact for the values tabled here
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+struct Tables {
+  // bf16 of E4M3 magnitude m (0..127; 127 is NaN): low bytes, then high bytes.
+  alignas(64) uint8_t fp8_lo[128], fp8_hi[128];
+  // bf16 of the 16 E2M1 codes, low and high bytes, once per 128-bit lane (vpshufb).
+  alignas(64) uint8_t fp4_lo[64], fp4_hi[64];
+  // x's permutation, per format and vector v: word j of v is word idx[j] (0..63) of the
+  // chunk's natural words 0..63 (mask bit clear) or 64..127 (set).
+  alignas(64) uint16_t perm_idx[3][4][32];
+  uint32_t perm_hi[3][4];
+};
+
+int format_slot(WeightFormat f) {
+  return f == WeightFormat::kFp8Block128 ? 0 : f == WeightFormat::kFp4Mx32 ? 1 : 2;
+}
+
+const Tables& tables() {
+  static const Tables built = [] {
+    Tables t{};
+    for (int m = 0; m < 128; ++m) {
+      const uint16_t b = bf16_bits(fp8_e4m3_to_float(static_cast<uint8_t>(m)));
+      t.fp8_lo[m] = static_cast<uint8_t>(b);
+      t.fp8_hi[m] = static_cast<uint8_t>(b >> 8);
+    }
+    for (int i = 0; i < 64; ++i) {
+      const uint16_t b = bf16_bits(kFp4E2M1Values[i % 16]);
+      t.fp4_lo[i] = static_cast<uint8_t>(b);
+      t.fp4_hi[i] = static_cast<uint8_t>(b >> 8);
+    }
+    for (WeightFormat f :
+         {WeightFormat::kFp8Block128, WeightFormat::kFp4Mx32, WeightFormat::kBF16}) {
+      const int s = format_slot(f);
+      for (int v = 0; v < 4; ++v) {
+        for (int j = 0; j < 32; ++j) {
+          const int c = chunk_column(f, v, j);
+          t.perm_idx[s][v][j] = static_cast<uint16_t>(c % 64);
+          if (c >= 64) t.perm_hi[s][v] |= 1u << j;
+        }
+      }
+    }
+    return t;
+  }();
+  return built;
+}
+
+// Bits 0 .. count-1 set (count clamped to 0 .. 64).
+uint64_t first_bits(int64_t count) {
+  return count <= 0 ? 0 : count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+}
+
+Vi load_bytes(const uint8_t* p, int64_t count) {
+  return count >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(first_bits(count), p);
+}
+
+// Decoders: chunk(r, c, valid, w, scale) writes the 4 bf16 vectors of columns
+// [c, c + 128) of row r (zero past `valid`) and, for kScaled formats, the scale per lane.
+struct Bf16Decoder {
+  static constexpr bool kScaled = false;
+  const uint16_t* data;
+  int64_t cols;
+  explicit Bf16Decoder(const WeightMatrix& w)
+      : data(reinterpret_cast<const uint16_t*>(w.data)), cols(w.cols) {}
+  void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V*) const {
+    const uint16_t* p = data + r * cols + c;
+    FLINT_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      w[v] = valid >= kChunk ? _mm512_loadu_si512(p + 32 * v)
+                             : _mm512_maskz_loadu_epi16(
+                                   static_cast<__mmask32>(first_bits(valid - 32 * v)), p + 32 * v);
+    }
+  }
+};
+
+// E4M3: the 7-bit magnitude indexes 128-entry tables of the bf16's low and high bytes
+// (vpermi2b), the sign is OR-ed into the high byte, unpacking interleaves the bytes.
+struct Fp8Decoder {
+  static constexpr bool kScaled = true;
+  const WeightMatrix* m;
+  const uint8_t* data;
+  Vi lo0, lo1, hi0, hi1, sign;
+  explicit Fp8Decoder(const WeightMatrix& w)
+      : m(&w), data(reinterpret_cast<const uint8_t*>(w.data)) {
+    const Tables& t = tables();
+    lo0 = _mm512_load_si512(t.fp8_lo);
+    lo1 = _mm512_load_si512(t.fp8_lo + 64);
+    hi0 = _mm512_load_si512(t.fp8_hi);
+    hi1 = _mm512_load_si512(t.fp8_hi + 64);
+    sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  }
+  void half(Vi b, Vi* w) const {
+    const Vi lo = _mm512_permutex2var_epi8(lo0, b, lo1);
+    Vi hi = _mm512_permutex2var_epi8(hi0, b, hi1);
+    hi = _mm512_ternarylogic_epi32(hi, b, sign, 0xF8);  // hi | (b & sign)
+    w[0] = _mm512_unpacklo_epi8(lo, hi);
+    w[1] = _mm512_unpackhi_epi8(lo, hi);
+  }
+  float block_scale(int64_t s) const {
+    return m->scale_dtype == DType::F32
+               ? reinterpret_cast<const float*>(m->scale)[s]
+               : e8m0_to_float(reinterpret_cast<const uint8_t*>(m->scale)[s]);
+  }
+  void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
+    const uint8_t* p = data + r * m->cols + c;
+    half(load_bytes(p, valid), w);
+    half(load_bytes(p + 64, valid - 64), w + 2);
+    *scale = _mm512_set1_ps(block_scale((r / 128) * ((m->cols + 127) / 128) + c / 128));
+  }
+};
+
+// E2M1: low and high nibbles index 16-entry byte tables (vpshufb). A 128-bit lane of the
+// 64 bytes is one 32-column scale group, and stays one after unpacking.
+struct Fp4Decoder {
+  static constexpr bool kScaled = true;
+  const uint8_t* data;
+  const uint8_t* scales;
+  int64_t cols;
+  Vi lo, hi, nibble, rotate, exponent;
+  explicit Fp4Decoder(const WeightMatrix& w)
+      : data(reinterpret_cast<const uint8_t*>(w.data)),
+        scales(reinterpret_cast<const uint8_t*>(w.scale)),
+        cols(w.cols) {
+    const Tables& t = tables();
+    lo = _mm512_load_si512(t.fp4_lo);
+    hi = _mm512_load_si512(t.fp4_hi);
+    nibble = _mm512_set1_epi8(0x0F);
+    // Rotating the 4 codes left by 23 - 8g puts code g in a float's exponent field: no
+    // shuffle (the scarce unit: decoding is shuffles).
+    rotate = _mm512_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15, 7, 7, 7, 7, 31, 31, 31, 31);
+    exponent = _mm512_set1_epi32(0x7F800000);
+  }
+  void nibbles(Vi n, Vi* w) const {
+    const Vi l = _mm512_shuffle_epi8(lo, n), h = _mm512_shuffle_epi8(hi, n);
+    w[0] = _mm512_unpacklo_epi8(l, h);
+    w[1] = _mm512_unpackhi_epi8(l, h);
+  }
+  // The E8M0 codes of 4 groups as floats, lanes 4g .. 4g + 3 for group g; absent groups 0.
+  V group_scales(const uint8_t* p, int64_t groups) const {
+    // No memcpy of a variable size: a library call would clobber every vector register.
+    uint32_t codes = 0;
+    if (groups >= 4) {
+      std::memcpy(&codes, p, 4);
+    } else {
+      for (int64_t g = 0; g < groups; ++g) codes |= uint32_t{p[g]} << (8 * g);
+    }
+    // Codes 0 (2^-127, a float32 subnormal) and 255 (NaN) are not e << 23: rare, slow.
+    const uint32_t present = groups >= 4 ? ~0u : (1u << (8 * groups)) - 1;
+    const uint32_t probe = codes | (0x01010101u & ~present);
+    const auto has_zero_byte = [](uint32_t v) { return (v - 0x01010101u) & ~v & 0x80808080u; };
+    if ((has_zero_byte(probe) | has_zero_byte(~probe)) != 0) {
+      alignas(64) float s[16] = {};
+      for (int i = 0; i < 16; ++i) s[i] = i / 4 < groups ? e8m0_to_float(p[i / 4]) : 0.f;
+      return _mm512_load_ps(s);
+    }
+    const Vi e = _mm512_rolv_epi32(_mm512_set1_epi32(static_cast<int>(codes)), rotate);
+    return _mm512_castsi512_ps(_mm512_and_si512(e, exponent));
+  }
+  void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
+    const Vi b = load_bytes(data + (r * cols + c) / 2, valid / 2);
+    nibbles(_mm512_and_si512(b, nibble), w);
+    nibbles(_mm512_and_si512(_mm512_srli_epi16(b, 4), nibble), w + 2);
+    *scale = group_scales(scales + r * (cols / 32) + c / 32, std::min<int64_t>(4, valid / 32));
+  }
+};
+
+// One chunk of one (row, input) pair: the only arithmetic of both paths.
+template <bool kScaled>
+inline V chunk_dot(V acc, const Vi* w, V scale, const uint16_t* x) {
+  if constexpr (kScaled) {
+    V part = _mm512_setzero_ps();
+    FLINT_UNROLL
+    for (int v = 0; v < 4; ++v)
+      part = _mm512_dpbf16_ps(part, (__m512bh)w[v], (__m512bh)_mm512_load_si512(x + 32 * v));
+    return _mm512_fmadd_ps(part, scale, acc);
+  } else {
+    FLINT_UNROLL
+    for (int v = 0; v < 4; ++v)
+      acc = _mm512_dpbf16_ps(acc, (__m512bh)w[v], (__m512bh)_mm512_load_si512(x + 32 * v));
+    return acc;
+  }
+}
+
+float hsum(V v) {  // halves, as the avx512 variant
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// y[t, r0 + r] = (first block) or += the horizontal sums of acc.
+template <int R, int T>
+void flush(V (&acc)[R][T], int64_t r0, bool first, float* y, int64_t ldy) {
+  FLINT_UNROLL
+  for (int t = 0; t < T; ++t) {
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const float h = hsum(acc[r][t]);
+      float& out = y[t * ldy + r0 + r];
+      out = first ? h : out + h;
+    }
+  }
+}
+
+// Prepared x: n rows of `stride` bf16 (cols rounded up to whole chunks), each chunk in its
+// decode order.
+int64_t x_stride(const WeightMatrix& w) { return (w.cols + kChunk - 1) / kChunk * kChunk; }
+
+template <class D>
+struct Kernel {
+  // ---- direct path (n <= 4): R rows decoded in registers against T inputs ----------------
+  template <int R, int T>
+  static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0, float* y) {
+    const int64_t cols = w.cols, xs = x_stride(w);
+    for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+      V acc[R][T];
+      FLINT_UNROLL
+      for (auto& row : acc) FLINT_UNROLL
+      for (auto& a : row) a = _mm512_setzero_ps();
+      const int64_t k1 = std::min(cols, k0 + kBlock);
+      for (int64_t c = k0; c < k1; c += kChunk) {
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) {
+          Vi wv[4];
+          V scale;
+          d.chunk(r0 + r, c, k1 - c, wv, &scale);
+          FLINT_UNROLL
+          for (int t = 0; t < T; ++t)
+            acc[r][t] = chunk_dot<D::kScaled>(acc[r][t], wv, scale, x + t * xs + c);
+        }
+      }
+      flush<R, T>(acc, r0, k0 == 0, y, w.rows);
+    }
+  }
+
+  template <int T>
+  static void direct_rows(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
+                          int64_t r1, float* y) {
+    int64_t r = r0;
+    // R x T accumulators beside the decoder's tables and temporaries (BF16 has none).
+    constexpr int R = T <= 2 || !D::kScaled ? 4 : 2;
+    for (; r + R <= r1; r += R) direct<R, T>(d, w, x, r, y);
+    for (; r < r1; ++r) direct<1, T>(d, w, x, r, y);
+  }
+
+  // ---- tiled path (n > 4): 16 rows x 512 columns decoded once to an L1 buffer -------------
+  struct Tile {
+    alignas(64) uint16_t w[kTileRows][kBlock];
+    alignas(64) float scale[kTileRows][kChunksPerBlock][16];
+  };
+
+  // Rows [tr, tr + R) of the tile against inputs [t0, t0 + T), chunks [0, chunks). The
+  // same operations per (row, input) as chunk_dot, interleaved so that each loaded vector
+  // serves R or T products: R + T loads per R x T vdpbf16ps.
+  template <int R, int T>
+  static void micro(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t t0, int64_t k0,
+                    int64_t chunks, int64_t r_abs, float* y, int64_t ldy) {
+    V acc[R][T];
+    FLINT_UNROLL
+    for (auto& row : acc) FLINT_UNROLL
+    for (auto& a : row) a = _mm512_setzero_ps();
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      V part[R][T];
+      FLINT_UNROLL
+      for (auto& row : part) FLINT_UNROLL
+      for (auto& a : row) a = _mm512_setzero_ps();
+      V(&sum)[R][T] = D::kScaled ? part : acc;
+      FLINT_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        __m512bh wv[R];
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r)
+          wv[r] = (__m512bh)_mm512_load_si512(tile.w[tr + r] + ch * kChunk + 32 * v);
+        FLINT_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const auto xv =
+              (__m512bh)_mm512_load_si512(x + (t0 + t) * xs + k0 + ch * kChunk + 32 * v);
+          FLINT_UNROLL
+          for (int r = 0; r < R; ++r) sum[r][t] = _mm512_dpbf16_ps(sum[r][t], wv[r], xv);
+        }
+      }
+      if constexpr (D::kScaled) {
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const V scale = _mm512_load_ps(tile.scale[tr + r][ch]);
+          FLINT_UNROLL
+          for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], scale, acc[r][t]);
+        }
+      }
+    }
+    flush<R, T>(acc, r_abs, k0 == 0, y + t0 * ldy, ldy);
+  }
+
+  // Rows of a register tile: a scaled chunk needs a partial sum beside each accumulator.
+  static constexpr int kMicroRows = D::kScaled ? 3 : 4;
+
+  template <int R>
+  static void micro_inputs(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t n,
+                           int64_t k0, int64_t chunks, int64_t r_abs, float* y, int64_t ldy) {
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) micro<R, 4>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
+    switch (n - t) {
+      case 3:
+        return micro<R, 3>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
+      case 2:
+        return micro<R, 2>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
+      case 1:
+        return micro<R, 1>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
+      default:
+        return;
+    }
+  }
+
+  static void tiled(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t n, int64_t r0,
+                    int64_t r1, float* y) {
+    Tile tile;
+    const int64_t cols = w.cols, xs = x_stride(w);
+    for (int64_t tr = r0; tr < r1; tr += kTileRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kTileRows, r1 - tr));
+      for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+        const int64_t k1 = std::min(cols, k0 + kBlock);
+        const int64_t chunks = (k1 - k0 + kChunk - 1) / kChunk;
+        for (int r = 0; r < rows; ++r) {
+          for (int64_t ch = 0; ch < chunks; ++ch) {
+            Vi wv[4];
+            V scale = _mm512_setzero_ps();
+            d.chunk(tr + r, k0 + ch * kChunk, k1 - k0 - ch * kChunk, wv, &scale);
+            FLINT_UNROLL
+            for (int v = 0; v < 4; ++v) _mm512_store_si512(tile.w[r] + ch * kChunk + 32 * v, wv[v]);
+            _mm512_store_ps(tile.scale[r][ch], scale);
+          }
+        }
+        int r = 0;
+        for (; r + kMicroRows <= rows; r += kMicroRows)
+          micro_inputs<kMicroRows>(tile, r, x, xs, n, k0, chunks, tr + r, y, w.rows);
+        for (; r < rows; ++r) micro_inputs<1>(tile, r, x, xs, n, k0, chunks, tr + r, y, w.rows);
+      }
+    }
+  }
+
+  static void rows(const WeightMatrix& w, const void* xv, int64_t n, int64_t r0, int64_t r1,
+                   float* y) {
+    const D d(w);
+    const auto* x = static_cast<const uint16_t*>(xv);
+    switch (n) {
+      case 1:
+        return direct_rows<1>(d, w, x, r0, r1, y);
+      case 2:
+        return direct_rows<2>(d, w, x, r0, r1, y);
+      case 3:
+        return direct_rows<3>(d, w, x, r0, r1, y);
+      case kDirectMaxN:
+        return direct_rows<kDirectMaxN>(d, w, x, r0, r1, y);
+      default:
+        return tiled(d, w, x, n, r0, r1, y);
+    }
+  }
+};
+
+void rows(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1, float* y) {
+  switch (w.format) {
+    case WeightFormat::kBF16:
+      return Kernel<Bf16Decoder>::rows(w, x, n, r0, r1, y);
+    case WeightFormat::kFp8Block128:
+      return Kernel<Fp8Decoder>::rows(w, x, n, r0, r1, y);
+    case WeightFormat::kFp4Mx32:
+      return Kernel<Fp4Decoder>::rows(w, x, n, r0, r1, y);
+    case WeightFormat::kF32:
+      break;
+  }
+  FLINT_CHECK(false, "avx512bf16 matmul: unsupported weight format");
+}
+
+bool supports(WeightFormat f) { return f != WeightFormat::kF32; }
+
+int64_t scratch_bytes(const WeightMatrix& w, int64_t n) { return n * x_stride(w) * 2; }
+
+// x to bf16 (exact by the caller's promise; checked in debug builds), each chunk's 128
+// words permuted to the decode order: two 64-word permutes, merged by a mask.
+const void* prepare_x(const WeightMatrix& w, const float* x, int64_t n, void* scratch) {
+  const Tables& t = tables();
+  const int s = format_slot(w.format);
+  const int64_t cols = w.cols, xs = x_stride(w);
+  auto* out = static_cast<uint16_t*>(scratch);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < cols; c += kChunk) {
+      const float* src = x + i * cols + c;
+      Vi nat[4];
+      for (int v = 0; v < 4; ++v) {
+        const int64_t at = 32 * v;
+        const V a =
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(first_bits(cols - c - at)), src + at);
+        const V b = _mm512_maskz_loadu_ps(static_cast<__mmask16>(first_bits(cols - c - at - 16)),
+                                          src + at + 16);
+        FLINT_DCHECK(
+            _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_set1_epi32(0xFFFF)) == 0 &&
+                _mm512_test_epi32_mask(_mm512_castps_si512(b), _mm512_set1_epi32(0xFFFF)) == 0,
+            "matmul: x declared bf16-exact is not");
+        nat[v] = (Vi)_mm512_cvtne2ps_pbh(b, a);
+      }
+      uint16_t* dst = out + i * xs + c;
+      for (int v = 0; v < 4; ++v) {
+        const Vi idx = _mm512_load_si512(t.perm_idx[s][v]);
+        const Vi low = _mm512_permutex2var_epi16(nat[0], idx, nat[1]);
+        const Vi high = _mm512_permutex2var_epi16(nat[2], idx, nat[3]);
+        _mm512_store_si512(dst + 32 * v, _mm512_mask_blend_epi16(t.perm_hi[s][v], low, high));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace flint::kernels::detail
+
+#undef FLINT_UNROLL
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+#endif  // __x86_64__
+
+namespace flint::kernels::detail {
+
+const MatmulIsa* matmul_isa_avx512_bf16() {
+#if defined(__x86_64__)
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512bf16") &&
+                         __builtin_cpu_supports("avx512vbmi");
+  static const MatmulIsa isa{"avx512bf16", &scratch_bytes, &prepare_x, &rows, &supports, true};
+  return ok ? &isa : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace flint::kernels::detail
