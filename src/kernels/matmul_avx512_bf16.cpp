@@ -122,13 +122,17 @@ Vi load_bytes(const uint8_t* p, int64_t count) {
 }
 
 // Decoders: chunk(r, c, valid, w, scale) writes the 4 bf16 vectors of columns
-// [c, c + 128) of row r (zero past `valid`) and, for kScaled formats, the scale per lane.
+// [c, c + 128) of row r (zero past `valid`) and, for kScaled formats, the scale per lane;
+// at(r, c) is where that chunk's kChunkBytes bytes start (chunks start on 64-byte lines
+// when rows do).
 struct Bf16Decoder {
   static constexpr bool kScaled = false;
   const uint16_t* data;
   int64_t cols;
   explicit Bf16Decoder(const WeightMatrix& w)
       : data(reinterpret_cast<const uint16_t*>(w.data)), cols(w.cols) {}
+  static constexpr int kChunkBytes = 2 * kChunk;
+  const void* at(int64_t r, int64_t c) const { return data + r * cols + c; }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V*) const {
     const uint16_t* p = data + r * cols + c;
     FLINT_UNROLL
@@ -168,6 +172,8 @@ struct Fp8Decoder {
                ? reinterpret_cast<const float*>(m->scale)[s]
                : e8m0_to_float(reinterpret_cast<const uint8_t*>(m->scale)[s]);
   }
+  static constexpr int kChunkBytes = kChunk;
+  const void* at(int64_t r, int64_t c) const { return data + r * m->cols + c; }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
     const uint8_t* p = data + r * m->cols + c;
     half(load_bytes(p, valid), w);
@@ -223,6 +229,8 @@ struct Fp4Decoder {
     const Vi e = _mm512_rolv_epi32(_mm512_set1_epi32(static_cast<int>(codes)), rotate);
     return _mm512_castsi512_ps(_mm512_and_si512(e, exponent));
   }
+  static constexpr int kChunkBytes = kChunk / 2;
+  const void* at(int64_t r, int64_t c) const { return data + (r * cols + c) / 2; }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
     const Vi b = load_bytes(data + (r * cols + c) / 2, valid / 2);
     nibbles(_mm512_and_si512(b, nibble), w);
@@ -277,8 +285,10 @@ int64_t x_stride(const WeightMatrix& w) { return (w.cols + kChunk - 1) / kChunk 
 template <class D>
 struct Kernel {
   // ---- direct path (n <= 4): R rows decoded in registers against T inputs ----------------
+  // Row r0 + ahead + r is prefetched as row r0 + r is read (kPrefetchAheadBytes).
   template <int R, int T>
-  static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0, float* y) {
+  static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
+                     int64_t ahead, float* y) {
     const int64_t cols = w.cols, xs = x_stride(w);
     for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
       V acc[R][T];
@@ -289,6 +299,12 @@ struct Kernel {
       for (int64_t c = k0; c < k1; c += kChunk) {
         FLINT_UNROLL
         for (int r = 0; r < R; ++r) {
+          if (r0 + r + ahead < w.rows) {
+            const char* p = static_cast<const char*>(d.at(r0 + r + ahead, c));
+            FLINT_UNROLL
+            for (int line = 0; line < D::kChunkBytes; line += 64)
+              _mm_prefetch(p + line, _MM_HINT_T0);
+          }
           Vi wv[4];
           V scale;
           d.chunk(r0 + r, c, k1 - c, wv, &scale);
@@ -307,8 +323,9 @@ struct Kernel {
     int64_t r = r0;
     // R x T accumulators beside the decoder's tables and temporaries (BF16 has none).
     constexpr int R = T <= 2 || !D::kScaled ? 4 : 2;
-    for (; r + R <= r1; r += R) direct<R, T>(d, w, x, r, y);
-    for (; r < r1; ++r) direct<1, T>(d, w, x, r, y);
+    const int64_t ahead = prefetch_rows_ahead(w, R);
+    for (; r + R <= r1; r += R) direct<R, T>(d, w, x, r, ahead, y);
+    for (; r < r1; ++r) direct<1, T>(d, w, x, r, ahead, y);
   }
 
   // ---- tiled path (n > 4): 16 rows x 512 columns decoded once to an L1 buffer -------------
@@ -389,6 +406,11 @@ struct Kernel {
         const int64_t k1 = std::min(cols, k0 + kBlock);
         const int64_t chunks = (k1 - k0 + kChunk - 1) / kChunk;
         for (int r = 0; r < rows; ++r) {
+          if (tr + r + kTileRows < w.rows) {
+            const char* p = tile_prefetch_begin(w, tr + r + kTileRows, k0);
+            const char* end = tile_prefetch_begin(w, tr + r + kTileRows, k1);
+            for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T1);
+          }
           for (int64_t ch = 0; ch < chunks; ++ch) {
             Vi wv[4];
             V scale = _mm512_setzero_ps();

@@ -48,6 +48,8 @@ struct WeightReader<I, WeightFormat::kF32> {
   }
   static constexpr bool slow = false;
   void begin_group(int64_t) {}
+  static constexpr int64_t kStepBytes = 4 * kStep;
+  const void* at(int64_t c) const { return row + c; }
   void decode(int64_t c, typename I::V* out) const { out[0] = I::load(row + c); }
   void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
 };
@@ -61,6 +63,8 @@ struct WeightReader<I, WeightFormat::kBF16> {
   }
   static constexpr bool slow = false;
   void begin_group(int64_t) {}
+  static constexpr int64_t kStepBytes = 2 * kStep;
+  const void* at(int64_t c) const { return row + c; }
   void decode(int64_t c, typename I::V* out) const { out[0] = I::bf16(row + c); }
   void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
 };
@@ -98,6 +102,8 @@ struct WeightReader<I, WeightFormat::kFp8Block128> {
     slow = !std::isfinite(f);
     factor = I::set1(f);
   }
+  static constexpr int64_t kStepBytes = kStep;
+  const void* at(int64_t c) const { return row + c; }
   void decode(int64_t c, typename I::V* out) const { out[0] = I::fp8(row + c, factor); }
   // The same values element by element, for a block whose factor overflowed.
   void decode_slow(int64_t c, typename I::V* out) const {
@@ -132,6 +138,8 @@ struct WeightReader<I, WeightFormat::kFp4Mx32> {
     std::memcpy(&scale, &bits, 4);
     table = I::fp4_table(scale);
   }
+  static constexpr int64_t kStepBytes = kStep / 2;
+  const void* at(int64_t c) const { return row + c / 2; }
   void decode(int64_t c, typename I::V* out) const { I::fp4(row + c / 2, table, out[0], out[1]); }
   void decode_slow(int64_t c, typename I::V* out) const { decode(c, out); }
 };
@@ -143,6 +151,8 @@ struct MatmulDriver {
   static constexpr int64_t kBlock = kMatmulBlock;
   static constexpr int kDirectMaxN = 4;
   static constexpr int kTileRows = 16;
+  // Inputs of the register tile (4 rows x kMicroT accumulators, + 4 rows + 1 input).
+  static constexpr int kMicroT = I::kLanes == 16 ? 6 : 4;
 
   // Value of element (r, c), natural layout (the partial last chunk; never kFp4Mx32).
   static float element(const WeightMatrix& w, int64_t r, int64_t c) {
@@ -169,12 +179,26 @@ struct MatmulDriver {
     return I::load(tmp);
   }
 
+  // Prefetches the cache lines that start within the chunk at c of each row, moved
+  // ahead_bytes on (rows are contiguous: that is a later row of the same matrix).
+  template <class Rd, int R>
+  static void prefetch(const Rd (&rd)[R], int64_t c, int64_t ahead_bytes) {
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const char* p = static_cast<const char*>(rd[r].at(c)) + ahead_bytes;
+      const auto offset = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % 64);
+      for (int64_t line = offset == 0 ? 0 : 64 - offset; line < Rd::kStepBytes; line += 64)
+        _mm_prefetch(p + line, _MM_HINT_T0);
+    }
+  }
+
   // ---- the decoding loop shared by both paths ----------------------------------------
   // Calls step(c, wv) for each full chunk of columns [c0, c1) of rows r0 .. r0 + R - 1
-  // (wv[r][j]: row r's vector j) and tail(c, count, wv) for a partial last chunk.
+  // (wv[r][j]: row r's vector j) and tail(c, count, wv) for a partial last chunk. With
+  // ahead_bytes > 0, the bytes that far past each chunk are prefetched (matmul_isa.h).
   template <WeightFormat F, int R, class Step, class Tail>
-  static void for_chunks(const WeightMatrix& w, int64_t r0, int64_t c0, int64_t c1, Step&& step,
-                         Tail&& tail_fn) {
+  static void for_chunks(const WeightMatrix& w, int64_t r0, int64_t c0, int64_t c1,
+                         int64_t ahead_bytes, Step&& step, Tail&& tail_fn) {
     using Rd = WeightReader<I, F>;
     constexpr int kVecs = Rd::kStep / W;
     Rd rd[R];
@@ -190,6 +214,7 @@ struct MatmulDriver {
       int64_t c = g0;
       if (!slow) {  // the loop that matters: no branch inside
         for (; c + Rd::kStep <= g1; c += Rd::kStep) {
+          if (ahead_bytes > 0) prefetch<Rd, R>(rd, c, ahead_bytes);
           V wv[R][kVecs];
           FLINT_UNROLL
           for (int r = 0; r < R; ++r) rd[r].decode(c, wv[r]);
@@ -227,9 +252,11 @@ struct MatmulDriver {
   }
 
   // ---- direct path ----------------------------------------------------------------------
+  // Row r0 + ahead + r is prefetched as row r0 + r is read (none past the matrix).
   template <WeightFormat F, int R, int T>
-  static void direct(const WeightMatrix& w, const float* x, int64_t r0, float* y) {
+  static void direct(const WeightMatrix& w, const float* x, int64_t r0, int64_t ahead, float* y) {
     const int64_t cols = w.cols;
+    const int64_t ahead_bytes = r0 + R + ahead <= w.rows ? ahead * row_data_bytes(w) : 0;
     for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
       const int64_t k1 = std::min(cols, k0 + kBlock);
       V acc[R][T];
@@ -237,7 +264,7 @@ struct MatmulDriver {
       for (auto& row : acc) FLINT_UNROLL
       for (auto& a : row) a = I::zero();
       for_chunks<F, R>(
-          w, r0, k0, k1,
+          w, r0, k0, k1, ahead_bytes,
           [&](int64_t c, auto& wv) {
             constexpr int kVecs = sizeof(wv[0]) / sizeof(V);
             FLINT_UNROLL
@@ -267,8 +294,9 @@ struct MatmulDriver {
   template <WeightFormat F, int T>
   static void direct_rows(const WeightMatrix& w, const float* x, int64_t r0, int64_t r1, float* y) {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) direct<F, 4, T>(w, x, r, y);
-    for (; r < r1; ++r) direct<F, 1, T>(w, x, r, y);
+    const int64_t ahead = prefetch_rows_ahead(w, 4);
+    for (; r + 4 <= r1; r += 4) direct<F, 4, T>(w, x, r, ahead, y);
+    for (; r < r1; ++r) direct<F, 1, T>(w, x, r, ahead, y);
   }
 
   template <WeightFormat F>
@@ -287,6 +315,15 @@ struct MatmulDriver {
   }
 
   // ---- tiled path -------------------------------------------------------------------------
+  // Keeps v in a register: GCC 12 otherwise folds the load of a vector used by several FMAs
+  // into each of them (one load per FMA instead of one per vector), and the register tile
+  // becomes bound by loads.
+  static V load_pinned(const float* p) {
+    V v = I::load(p);
+    asm("" : "+v"(v));
+    return v;
+  }
+
   // Rows [r0, r0 + R) of the decoded tile (row stride kBlock) times inputs [t0, t0 + T).
   template <int R, int T>
   static void micro(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t t0,
@@ -299,10 +336,10 @@ struct MatmulDriver {
     for (int64_t p = 0; p < full; p += W) {
       V wv[R];
       FLINT_UNROLL
-      for (int r = 0; r < R; ++r) wv[r] = I::load(tile + (tr0 + r) * kBlock + p);
+      for (int r = 0; r < R; ++r) wv[r] = load_pinned(tile + (tr0 + r) * kBlock + p);
       FLINT_UNROLL
       for (int t = 0; t < T; ++t) {
-        const V xv = I::load(x + (t0 + t) * cols + k0 + p);
+        const V xv = load_pinned(x + (t0 + t) * cols + k0 + p);
         FLINT_UNROLL
         for (int r = 0; r < R; ++r) acc[r][t] = I::fma(wv[r], xv, acc[r][t]);
       }
@@ -328,16 +365,17 @@ struct MatmulDriver {
   static void micro_inputs(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t n,
                            int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
     int64_t t = 0;
-    for (; t + 4 <= n; t += 4) micro<R, 4>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
-    switch (n - t) {
-      case 3:
-        return micro<R, 3>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
-      case 2:
-        return micro<R, 2>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
-      case 1:
-        return micro<R, 1>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
-      default:
-        return;
+    for (; t + kMicroT <= n; t += kMicroT)
+      micro<R, kMicroT>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
+    rest<R>(tile, tr0, x, cols, n - t, t, k0, len, r_abs, y, ldy);
+  }
+  // The last `left` (< kMicroT) inputs from t0: one micro of that many.
+  template <int R, int T = kMicroT - 1>
+  static void rest(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t left,
+                   int64_t t0, int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
+    if constexpr (T > 0) {
+      if (left == T) return micro<R, T>(tile, tr0, x, cols, t0, k0, len, r_abs, y, ldy);
+      rest<R, T - 1>(tile, tr0, x, cols, left, t0, k0, len, r_abs, y, ldy);
     }
   }
 
@@ -351,9 +389,14 @@ struct MatmulDriver {
       for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
         const int64_t k1 = std::min(cols, k0 + kBlock);
         for (int64_t r = 0; r < rows; ++r) {
+          if (tr + r + kTileRows < w.rows) {
+            const char* p = tile_prefetch_begin(w, tr + r + kTileRows, k0);
+            const char* end = tile_prefetch_begin(w, tr + r + kTileRows, k1);
+            for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T1);
+          }
           float* dst = tile + r * kBlock;
           for_chunks<F, 1>(
-              w, tr + r, k0, k1,
+              w, tr + r, k0, k1, /*ahead_bytes=*/0,
               [&](int64_t c, auto& wv) {
                 constexpr int kVecs = sizeof(wv[0]) / sizeof(V);
                 FLINT_UNROLL

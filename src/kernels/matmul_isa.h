@@ -26,6 +26,7 @@
 // hold group g). The horizontal reduction is the avx512 one (halves: 8, 4, 2, 1 lanes).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "formats/weight.h"
@@ -45,6 +46,34 @@ struct MatmulIsa {
   // True: only for calls that declare x exactly representable in bf16 (MatmulTask).
   bool bf16_inputs;
 };
+
+// Software prefetch of the decode paths (n <= 4): a row group's rows are separate streams,
+// each a page or less long (4 KB = one FP8 row of 4096 columns), and the hardware
+// prefetchers stop at page boundaries, so each row group would start with cold misses.
+// Rows `prefetch_rows_ahead` below the ones being read are fetched instead; since the rows
+// are contiguous, every row of the range gets fetched once. About 16 KB ahead: far enough
+// for the memory latency at this rate, well inside L1. Measured on the FP8 decode kernel
+// (Zen 4, 2 threads, 256 MiB weight): 21.5 -> 35-46 GB/s; 8 to 128 KB ahead were equal
+// within the noise.
+inline constexpr int64_t kPrefetchAheadBytes = 16 << 10;
+
+// Bytes of one row's data (scales not counted).
+inline int64_t row_data_bytes(const WeightMatrix& w) {
+  return w.rows == 0 ? 0 : static_cast<int64_t>(w.data_bytes()) / w.rows;
+}
+
+// Rows ahead to prefetch, at least `group` (the rows read together).
+inline int64_t prefetch_rows_ahead(const WeightMatrix& w, int64_t group) {
+  const int64_t row_bytes = std::max<int64_t>(1, row_data_bytes(w));
+  return std::max(group, (kPrefetchAheadBytes + row_bytes - 1) / row_bytes);
+}
+
+// The tiled paths (n > 4) prefetch, as they decode a row of a tile's block, the same block
+// of the row one tile further, into L2 (a tile pass is too long for L1 to keep it).
+inline const char* tile_prefetch_begin(const WeightMatrix& w, int64_t row, int64_t col) {
+  const int64_t row_bytes = row_data_bytes(w);
+  return reinterpret_cast<const char*>(w.data) + row * row_bytes + col * row_bytes / w.cols;
+}
 
 // Null when this build or this CPU lacks the instructions.
 const MatmulIsa* matmul_isa_avx512_bf16();
