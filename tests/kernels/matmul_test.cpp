@@ -195,10 +195,12 @@ TEST(WeightMatrix, CopyColumnsKeepsEveryElement) {
 }
 
 TEST(Matmul, EveryFormatMatchesDefinition) {
-  // n = 1..4 take the decode path, 5 and 9 the tiled one; widths cross 512-column blocks,
-  // and 70, 300 and 1100 end in partial vectors or partial FP8 blocks.
+  // n = 1..4 take the decode path, 5..11 the tiled one (every remainder of the AVX-512
+  // register tile's 6 inputs); widths cross 512-column blocks, and 70, 300 and 1100 end in
+  // partial vectors or partial FP8 blocks. The 200- and 130-row matrices are long enough for
+  // the rows prefetched ahead to lie inside them.
   for_each_isa([] {
-    for (int64_t n : {1, 3, 4, 5, 9}) {
+    for (int64_t n : {1, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
       check(make(WeightFormat::kF32, 37, 70, 1), n);
       check(make(WeightFormat::kBF16, 40, 96, 2), n);
       check(make(WeightFormat::kBF16, 21, 1040, 12), n);
