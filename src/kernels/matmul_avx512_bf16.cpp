@@ -285,6 +285,37 @@ int64_t x_stride(const WeightMatrix& w) { return (w.cols + kChunk - 1) / kChunk 
 template <class D>
 struct Kernel {
   // ---- direct path (n <= 4): R rows decoded in registers against T inputs ----------------
+  // One chunk of R rows against T > 1 inputs: the rows decoded first, then each x vector
+  // loaded once and used by every row (chunk_dot per (row, input) would load it R times).
+  // Each (row, input) chain adds the same products in the same order as chunk_dot.
+  template <int R, int T>
+  static void chunk_rows(const D& d, int64_t r0, int64_t c, int64_t valid, const uint16_t* x,
+                         int64_t xs, V (&acc)[R][T]) {
+    Vi wv[R][4];
+    V scale[R];
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) d.chunk(r0 + r, c, valid, wv[r], &scale[r]);
+    V part[R][T];
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) FLINT_UNROLL
+    for (int t = 0; t < T; ++t) part[r][t] = D::kScaled ? _mm512_setzero_ps() : acc[r][t];
+    FLINT_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      FLINT_UNROLL
+      for (int t = 0; t < T; ++t) {
+        Vi xv = _mm512_load_si512(x + t * xs + 32 * v);
+        asm("" : "+v"(xv));  // one load per vector (matmul_driver.h: load_pinned)
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r)
+          part[r][t] = _mm512_dpbf16_ps(part[r][t], (__m512bh)wv[r][v], (__m512bh)xv);
+      }
+    }
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) FLINT_UNROLL
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = D::kScaled ? _mm512_fmadd_ps(part[r][t], scale[r], acc[r][t]) : part[r][t];
+  }
+
   // Row r0 + ahead + r is prefetched as row r0 + r is read (kPrefetchAheadBytes).
   template <int R, int T>
   static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
@@ -305,13 +336,14 @@ struct Kernel {
             for (int line = 0; line < D::kChunkBytes; line += 64)
               _mm_prefetch(p + line, _MM_HINT_T0);
           }
-          Vi wv[4];
-          V scale;
-          d.chunk(r0 + r, c, k1 - c, wv, &scale);
-          FLINT_UNROLL
-          for (int t = 0; t < T; ++t)
-            acc[r][t] = chunk_dot<D::kScaled>(acc[r][t], wv, scale, x + t * xs + c);
+          if constexpr (T == 1) {
+            Vi wv[4];
+            V scale;
+            d.chunk(r0 + r, c, k1 - c, wv, &scale);
+            acc[r][0] = chunk_dot<D::kScaled>(acc[r][0], wv, scale, x + c);
+          }
         }
+        if constexpr (T > 1) chunk_rows<R, T>(d, r0, c, k1 - c, x + c, xs, acc);
       }
       flush<R, T>(acc, r0, k0 == 0, y, w.rows);
     }
