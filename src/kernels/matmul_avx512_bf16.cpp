@@ -438,11 +438,7 @@ struct Kernel {
         const int64_t k1 = std::min(cols, k0 + kBlock);
         const int64_t chunks = (k1 - k0 + kChunk - 1) / kChunk;
         for (int r = 0; r < rows; ++r) {
-          if (tr + r + kTileRows < w.rows) {
-            const char* p = tile_prefetch_begin(w, tr + r + kTileRows, k0);
-            const char* end = tile_prefetch_begin(w, tr + r + kTileRows, k1);
-            for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T1);
-          }
+          prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
           for (int64_t ch = 0; ch < chunks; ++ch) {
             Vi wv[4];
             V scale = _mm512_setzero_ps();

@@ -389,11 +389,7 @@ struct MatmulDriver {
       for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
         const int64_t k1 = std::min(cols, k0 + kBlock);
         for (int64_t r = 0; r < rows; ++r) {
-          if (tr + r + kTileRows < w.rows) {
-            const char* p = tile_prefetch_begin(w, tr + r + kTileRows, k0);
-            const char* end = tile_prefetch_begin(w, tr + r + kTileRows, k1);
-            for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T1);
-          }
+          prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
           float* dst = tile + r * kBlock;
           for_chunks<F, 1>(
               w, tr + r, k0, k1, /*ahead_bytes=*/0,

@@ -68,11 +68,15 @@ inline int64_t prefetch_rows_ahead(const WeightMatrix& w, int64_t group) {
   return std::max(group, (kPrefetchAheadBytes + row_bytes - 1) / row_bytes);
 }
 
-// The tiled paths (n > 4) prefetch, as they decode a row of a tile's block, the same block
-// of the row one tile further, into L2 (a tile pass is too long for L1 to keep it).
-inline const char* tile_prefetch_begin(const WeightMatrix& w, int64_t row, int64_t col) {
+// The tiled paths (n > 4) prefetch, as they decode columns [c0, c1) of a tile's row, the
+// same columns of `row` (that row one tile further; nothing past the matrix) into L2: a
+// tile pass is too long for L1 to keep them.
+inline void prefetch_tile_block(const WeightMatrix& w, int64_t row, int64_t c0, int64_t c1) {
+  if (row >= w.rows) return;
   const int64_t row_bytes = row_data_bytes(w);
-  return reinterpret_cast<const char*>(w.data) + row * row_bytes + col * row_bytes / w.cols;
+  const char* base = reinterpret_cast<const char*>(w.data) + row * row_bytes;
+  for (int64_t b = c0 * row_bytes / w.cols; b < c1 * row_bytes / w.cols; b += 64)
+    __builtin_prefetch(base + b, 0, 2);
 }
 
 // Null when this build or this CPU lacks the instructions.
