@@ -274,23 +274,30 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     if (!seg.block) st.write_window(seg.pos0, seg.n, kv);
   }
 
-  // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g, then wo_b.
+  // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g (the groups'
+  // products in one parallel region), then wo_b.
   const int64_t rank = c.o_lora_rank, groups = w.wo_a.out_features() / rank,
                 group_in = heads * hd / groups;
-  std::vector<float> group_x(static_cast<size_t>(N * group_in));
-  std::vector<float> group_y(static_cast<size_t>(N * rank));
+  std::vector<float> group_x(static_cast<size_t>(groups * N * group_in));
+  std::vector<float> group_y(static_cast<size_t>(groups * N * rank));
   std::vector<float> low(static_cast<size_t>(N * groups * rank));
+  std::vector<Linear> parts;
+  parts.reserve(static_cast<size_t>(groups));  // calls point at its elements
+  calls.clear();
   for (int64_t g = 0; g < groups; ++g) {
+    float* gx = &group_x[static_cast<size_t>(g * N * group_in)];
     for (int64_t t = 0; t < N; ++t) {
-      std::memcpy(&group_x[static_cast<size_t>(t * group_in)],
-                  &o[static_cast<size_t>(t * heads * hd + g * group_in)],
+      std::memcpy(gx + t * group_in, &o[static_cast<size_t>(t * heads * hd + g * group_in)],
                   static_cast<size_t>(group_in) * sizeof(float));
     }
-    Linear part{w.wo_a.weight.row_slice(g * rank, (g + 1) * rank), w.wo_a.quantize_input};
-    part.forward(group_x.data(), N, group_y.data(), sim);
+    parts.push_back({w.wo_a.weight.row_slice(g * rank, (g + 1) * rank), w.wo_a.quantize_input});
+    calls.push_back({&parts.back(), gx, N, &group_y[static_cast<size_t>(g * N * rank)]});
+  }
+  forward_many(calls, sim);
+  for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t = 0; t < N; ++t) {
       std::memcpy(&low[static_cast<size_t>(t * groups * rank + g * rank)],
-                  &group_y[static_cast<size_t>(t * rank)],
+                  &group_y[static_cast<size_t>((g * N + t) * rank)],
                   static_cast<size_t>(rank) * sizeof(float));
     }
   }
