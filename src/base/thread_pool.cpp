@@ -4,6 +4,8 @@
 #include <chrono>
 #include <memory>
 
+#include "base/cpu_topology.h"
+
 namespace flint {
 
 namespace {
@@ -114,13 +116,13 @@ std::unique_ptr<ThreadPool>& pool_slot() {
 
 ThreadPool& thread_pool() {
   auto& slot = pool_slot();
-  if (!slot) slot = std::make_unique<ThreadPool>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!slot) slot = std::make_unique<ThreadPool>(static_cast<std::size_t>(default_thread_count()));
   return *slot;
 }
 
 void set_thread_count(std::size_t threads) {
-  pool_slot() =
-      std::make_unique<ThreadPool>(threads == 0 ? std::thread::hardware_concurrency() : threads);
+  pool_slot() = std::make_unique<ThreadPool>(
+      threads == 0 ? static_cast<std::size_t>(default_thread_count()) : threads);
 }
 
 }  // namespace flint

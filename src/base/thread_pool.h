@@ -55,7 +55,7 @@ class ThreadPool {
 };
 
 // The process-wide pool used by kernels. Sized by set_thread_count (the --threads flag);
-// by default one thread per available core.
+// by default one thread per physical core the process may run on (cpu_topology.h).
 ThreadPool& thread_pool();
 void set_thread_count(std::size_t threads);
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "base/cpu_topology.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -98,9 +99,9 @@ void remember_command_line(int argc, char** argv) { command_line().assign(argv, 
 size_t threads_for_this_rank(int64_t requested) {
   if (requested > 0) return static_cast<size_t>(requested);
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (local == nullptr) return 0;  // one process: set_thread_count's one per core
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max<size_t>(1, cores / static_cast<unsigned>(std::max(1, std::atoi(local))));
+  if (local == nullptr) return 0;  // one process: set_thread_count's one per physical core
+  const int cores = default_thread_count();
+  return static_cast<size_t>(std::max(1, cores / std::max(1, std::atoi(local))));
 }
 
 Ranks::Ranks(Ranks&&) noexcept = default;

@@ -31,8 +31,8 @@ struct ParallelFlags {
 // main() keeps the command line, for re-executing it under mpirun.
 void remember_command_line(int argc, char** argv);
 
-// Threads for this process (for set_thread_count): `requested`; or, under MPI, the cores
-// shared among the ranks on this host; or 0 (one per core).
+// Threads for this process (for set_thread_count): `requested`; or, under MPI, the physical
+// cores shared among the ranks on this host; or 0 (one per physical core).
 size_t threads_for_this_rank(int64_t requested);
 
 class Ranks {

@@ -7,7 +7,8 @@
 namespace flint::cli {
 
 void RunFlags::add_to(FlagParser& parser) {
-  parser.add_int("--threads", "worker threads for the kernels; 0 = one per core", &threads);
+  parser.add_int("--threads", "worker threads for the kernels; 0 = one per physical core",
+                 &threads);
   parser.add_string("--log-level", "trace, debug, info, warning, error or off", &log_level);
   parser.add_string(
       "--quant-simulation",

@@ -4,15 +4,13 @@
 // --speculative-config keys live in speculative_args.cpp.
 #include "cli/serve_args.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "base/cpu_topology.h"
 #include "base/strings.h"
 #include "cli/flags.h"
 #include "cli/serve_args_internal.h"
@@ -241,13 +239,7 @@ MachineInfo read_machine_info() {
       info.ram_bytes = limit;
     }
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    info.cores = CPU_COUNT(&set);
-  } else {
-    info.cores = std::max(1u, std::thread::hardware_concurrency());
-  }
+  info.cores = default_thread_count();
   return info;
 }
 

@@ -34,7 +34,6 @@ enum class KvCacheDtype {
 // Activation type between layers (--dtype).
 enum class ModelDtype { kAuto, kBf16, kF32 };
 
-
 // --scheduling-policy.
 enum class SchedulingPolicy { kFcfs, kPriority };
 
@@ -204,7 +203,7 @@ struct ServeArgs {
 struct MachineInfo {
   int64_t ram_bytes = 0;        // MemTotal, capped by a cgroup memory limit if any
   int64_t available_bytes = 0;  // MemAvailable when read
-  int64_t cores = 1;            // CPUs this process may run on
+  int64_t cores = 1;            // physical cores this process may run on
 };
 // Reads /proc/meminfo, the cgroup limit and the CPU affinity mask.
 MachineInfo read_machine_info();

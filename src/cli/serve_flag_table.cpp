@@ -69,7 +69,7 @@ std::string explain_memory(const ServeArgs& a, const MachineInfo& m) {
 std::string explain_threads(const ServeArgs& a, const MachineInfo& m) {
   int64_t n = effective_threads(a, m);
   if (a.flint.threads == 0) {
-    return fmt::format("{} worker threads, one per core this process may use", n);
+    return fmt::format("{} worker threads, one per physical core this process may use", n);
   }
   return fmt::format(
       "{} worker threads{}", n,
@@ -527,9 +527,10 @@ const std::vector<Row>& rows() {
              a.cache.kv_offloading_backend = one_of(f, v, {"native", "lmcache"});
              // LMCache is a Python service for GPU engines; there is nothing to connect to.
              if (a.cache.kv_offloading_backend == "lmcache") {
-               throw UsageError("{} lmcache is not available in flint: its native backend is "
-                                "the disk tier (--kv-offloading-dir)",
-                                f);
+               throw UsageError(
+                   "{} lmcache is not available in flint: its native backend is "
+                   "the disk tier (--kv-offloading-dir)",
+                   f);
              }
            }},
       {.name = "--kv-offloading-dir",
@@ -894,7 +895,7 @@ const std::vector<Row>& rows() {
        .value_name = "N",
        .default_text = "0",
        .status = Status::kApplied,
-       .flint = "worker threads for the kernels; 0 = one per core",
+       .flint = "worker threads for the kernels; 0 = one per physical core",
        .set = [](A a, F f, V v) { a.flint.threads = int_at_least(f, v, 0); },
        .explain = explain_threads},
       {.name = "--log-level",
@@ -939,10 +940,8 @@ const std::vector<Row>& rows() {
        .flint = "with several ranks, a collective (or start-up) that waits longer than {} s "
                 "prints which ranks arrived, which did not and where each waits, then stops "
                 "every rank with a non-zero status",
-       .set =
-           [](A a, F f, V v) {
-             a.flint.collective_timeout = static_cast<double>(int_at_least(f, v, 1));
-           }},
+       .set = [](A a, F f,
+                 V v) { a.flint.collective_timeout = static_cast<double>(int_at_least(f, v, 1)); }},
       {.name = "--debug-fault",
        .group = kFlint,
        .value_name = "RANK:ACTION:STEP",
