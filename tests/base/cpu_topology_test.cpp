@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
 
 namespace flint {
@@ -14,7 +15,11 @@ namespace fs = std::filesystem;
 // A sysfs-like tree: cpu i in package packages[i], core cores[i]; -1 leaves cpu i without a
 // topology directory.
 fs::path fake_sysfs(const std::vector<int>& packages, const std::vector<int>& cores) {
-  const fs::path root = fs::path(::testing::TempDir()) / "flint_cpu_topology";
+  // One tree per test: ctest runs the tests of this file in parallel processes.
+  const fs::path root =
+      fs::path(::testing::TempDir()) /
+      ("flint_cpu_topology_" +
+       std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   fs::remove_all(root);
   for (size_t i = 0; i < cores.size(); ++i) {
     if (cores[i] < 0) continue;
