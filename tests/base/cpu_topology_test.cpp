@@ -40,12 +40,14 @@ TEST(CpuTopology, HyperThreadSiblingsCountOnce) {
   EXPECT_EQ(physical_cores({0, 1, 4, 5}, root.string()), 2);  // one package
   EXPECT_EQ(physical_cores({0, 2}, root.string()), 2);        // same core id, two packages
   EXPECT_EQ(physical_cores({}, root.string()), 0);
+  fs::remove_all(root);
 }
 
 TEST(CpuTopology, UnreadableTopologyCountsEachCpu) {
   const fs::path root = fake_sysfs({0, 0, 0}, {0, 0, -1});
   EXPECT_EQ(physical_cores({0, 1, 2}, root.string()), 2);  // cpu2 has no topology
   EXPECT_EQ(physical_cores({5, 6}, root.string()), 2);     // cpus the tree does not have
+  fs::remove_all(root);
 }
 
 TEST(CpuTopology, ThisMachine) {
