@@ -7,29 +7,12 @@
 
 #include "base/check.h"
 #include "base/thread_pool.h"
+#include "kernels/dot.h"
 #include "kernels/matmul_isa.h"
 
 namespace flint::kernels {
 
 namespace {
-
-// Dot product of a row with float32 x. 16 independent partial sums let the compiler keep
-// them in vector registers without reassociating float additions; the final reduction
-// order is fixed, so results do not depend on how callers split work.
-float dot_impl(const float* w, const float* x, int64_t n) {
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += w[i + j] * x[i + j];
-  }
-  for (; i < n; ++i) acc[i & 15] += w[i] * x[i];
-  float s0 = 0.f, s1 = 0.f;
-  for (int j = 0; j < 16; j += 2) {
-    s0 += acc[j];
-    s1 += acc[j + 1];
-  }
-  return s0 + s1;
-}
 
 // The reference variant: rows dequantised to float32 by the format's own definition
 // (WeightMatrix::dequantize_rows), then dot products.
@@ -43,7 +26,7 @@ void scalar_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, i
     w.dequantize_rows(b, e, buf.data());
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t r = b; r < e; ++r)
-        y[i * w.rows + r] = dot_impl(buf.data() + (r - b) * w.cols, x + i * w.cols, w.cols);
+        y[i * w.rows + r] = dot(buf.data() + (r - b) * w.cols, x + i * w.cols, w.cols);
     }
   }
 }
@@ -101,8 +84,6 @@ const MatmulIsa& matmul_isa_scalar() {
   return isa;
 }
 }  // namespace detail
-
-float dot(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
 
 void matmul_many(std::span<const MatmulTask> tasks) {
   const Active active = active_isa();

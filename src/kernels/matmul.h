@@ -52,7 +52,4 @@ std::vector<std::string_view> matmul_isas();
 bool set_matmul_isa(std::string_view name);
 std::string_view matmul_isa();
 
-// Dot product of two float32 vectors of length n (several accumulators, fixed order).
-float dot(const float* a, const float* b, int64_t n);
-
 }  // namespace flint::kernels

@@ -40,11 +40,31 @@ struct Avx2 {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static float hsum(V v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+  // out[i] = the horizontal sum of v[i] (halves: 4 lanes, 2, 1), N <= 8 at once: each step
+  // does the same additions as for one vector, for several per instruction. Lane 4q + j
+  // of the last step holds v[2j + q].
+  template <int N>
+  [[gnu::always_inline]] static void hsums(const V* v, float* out) {
+    static_assert(N >= 1 && N <= 8);
+    const V zero = _mm256_setzero_ps();
+    constexpr int kW = (N + 1) / 2, kZ = (kW + 1) / 2;
+    V w[4], z[2];
+#pragma GCC unroll 4
+    for (int m = 0; m < kW; ++m) {  // 128-bit half q of w[m]: v[2m + q]'s halves added
+      const V a = v[2 * m], b = 2 * m + 1 < N ? v[2 * m + 1] : zero;
+      w[m] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < kZ; ++p) {  // lanes 2 apart
+      const V a = w[2 * p], b = 2 * p + 1 < kW ? w[2 * p + 1] : zero;
+      z[p] = _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xEE));
+    }
+    const V a = z[0], b = kZ > 1 ? z[1] : zero;  // neighbouring lanes
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums,
+                    _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD)));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) out[i] = sums[4 * (i % 2) + i / 2];
   }
 
   static V bf16(const uint16_t* p) {

@@ -29,6 +29,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/hsum_avx512.h"
 #include "kernels/matmul_driver.h"
 
 namespace flint::kernels::detail {
@@ -45,12 +46,9 @@ struct Avx512 {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static float hsum(V v) {  // halves, then as the AVX2 version
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+  template <int N>
+  [[gnu::always_inline]] static void hsums(const V* v, float* out) {
+    hsums_avx512<N>(v, out);
   }
 
   static V bf16(const uint16_t* p) {

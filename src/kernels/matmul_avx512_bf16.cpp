@@ -36,6 +36,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/hsum_avx512.h"
+
 #define FLINT_UNROLL _Pragma("GCC unroll 16")
 
 namespace flint::kernels::detail {
@@ -256,24 +258,22 @@ inline V chunk_dot(V acc, const Vi* w, V scale, const uint16_t* x) {
   }
 }
 
-float hsum(V v) {  // halves, as the avx512 variant
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // y[t, r0 + r] = (first block) or += the horizontal sums of acc.
 template <int R, int T>
-void flush(V (&acc)[R][T], int64_t r0, bool first, float* y, int64_t ldy) {
+[[gnu::always_inline]] inline void flush(V (&acc)[R][T], int64_t r0, bool first, float* y,
+                                         int64_t ldy) {
+  static_assert(R * T <= 16);
+  V v[R * T];
+  FLINT_UNROLL
+  for (int i = 0; i < R * T; ++i) v[i] = acc[i % R][i / R];
+  float h[R * T];
+  hsums_avx512<R * T>(v, h);
   FLINT_UNROLL
   for (int t = 0; t < T; ++t) {
     FLINT_UNROLL
     for (int r = 0; r < R; ++r) {
-      const float h = hsum(acc[r][t]);
       float& out = y[t * ldy + r0 + r];
-      out = first ? h : out + h;
+      out = first ? h[t * R + r] : out + h[t * R + r];
     }
   }
 }
@@ -411,20 +411,20 @@ struct Kernel {
   // Rows of a register tile: a scaled chunk needs a partial sum beside each accumulator.
   static constexpr int kMicroRows = D::kScaled ? 3 : 4;
 
+  // Rows [tr, tr + R) against inputs [t, t + T) for T = min(4, n - t).
   template <int R>
-  static void micro_inputs(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t n,
-                           int64_t k0, int64_t chunks, int64_t r_abs, float* y, int64_t ldy) {
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4) micro<R, 4>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
-    switch (n - t) {
+  static void micro_upto4(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t n,
+                          int64_t t, int64_t k0, int64_t chunks, int64_t r_abs, float* y,
+                          int64_t ldy) {
+    switch (std::min<int64_t>(4, n - t)) {
+      case 4:
+        return micro<R, 4>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
       case 3:
         return micro<R, 3>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
       case 2:
         return micro<R, 2>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
-      case 1:
-        return micro<R, 1>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
       default:
-        return;
+        return micro<R, 1>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
     }
   }
 
@@ -448,10 +448,14 @@ struct Kernel {
             _mm512_store_ps(tile.scale[r][ch], scale);
           }
         }
-        int r = 0;
-        for (; r + kMicroRows <= rows; r += kMicroRows)
-          micro_inputs<kMicroRows>(tile, r, x, xs, n, k0, chunks, tr + r, y, w.rows);
-        for (; r < rows; ++r) micro_inputs<1>(tile, r, x, xs, n, k0, chunks, tr + r, y, w.rows);
+        // Inputs outer: 4 inputs' block of x (4 KB) stays in L1 beside the tile (16 KB)
+        // while every row of the tile passes over it.
+        for (int64_t t = 0; t < n; t += 4) {
+          int r = 0;
+          for (; r + kMicroRows <= rows; r += kMicroRows)
+            micro_upto4<kMicroRows>(tile, r, x, xs, n, t, k0, chunks, tr + r, y, w.rows);
+          for (; r < rows; ++r) micro_upto4<1>(tile, r, x, xs, n, t, k0, chunks, tr + r, y, w.rows);
+        }
       }
     }
   }

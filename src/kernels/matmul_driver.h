@@ -2,7 +2,8 @@
 // (matmul_avx512.cpp, matmul_avx2.cpp). Include this only inside such a file's target
 // region, so that every function here is compiled for that instruction set.
 //
-// I provides: kLanes, V (a vector of kLanes floats), zero/load/store/fma/hsum/set1, and the
+// I provides: kLanes, V (a vector of kLanes floats), zero/load/store/fma/set1, hsums<N>(v, out)
+// (out[i] = the horizontal sum of v[i] for N <= kLanes vectors, matmul_isa.h's order), and the
 // exact decoders bf16(p), fp8(p, s) (codes times s, s = scale * 2^8), fp4_table(scale) and
 // fp4(p, table, lo, hi) (kLanes bytes: lo = the even columns, hi = the odd ones).
 //
@@ -237,16 +238,31 @@ struct MatmulDriver {
     }
   }
 
+  // h[i] = the horizontal sums of v[i], i < N, in groups of up to kLanes at once.
+  template <int N, int From = 0>
+  [[gnu::always_inline]] static void hsums(const V* v, float* h) {
+    if constexpr (From < N) {
+      constexpr int kCount = std::min(N - From, W);
+      I::template hsums<kCount>(v + From, h + From);
+      hsums<N, From + kCount>(v, h);
+    }
+  }
+
   // y[t, r] += (or = for the first block) the horizontal sums of acc.
   template <int R, int T>
-  static void flush(V (&acc)[R][T], int64_t r0, bool first, float* y, int64_t ldy) {
+  [[gnu::always_inline]] static void flush(V (&acc)[R][T], int64_t r0, bool first, float* y,
+                                           int64_t ldy) {
+    V v[R * T];
+    FLINT_UNROLL
+    for (int i = 0; i < R * T; ++i) v[i] = acc[i % R][i / R];
+    float h[R * T];
+    hsums<R * T>(v, h);
     FLINT_UNROLL
     for (int t = 0; t < T; ++t) {
       FLINT_UNROLL
       for (int r = 0; r < R; ++r) {
-        const float h = I::hsum(acc[r][t]);
         float& out = y[t * ldy + r0 + r];
-        out = first ? h : out + h;
+        out = first ? h[t * R + r] : out + h[t * R + r];
       }
     }
   }

@@ -259,6 +259,45 @@ TEST(Matmul, ResultDoesNotDependOnBatchOrThreads) {
   });
 }
 
+// matmul_isa.h's summation order written out for float32 weights, where the columns of a
+// chunk are one vector in order: lane l of a block of 512 columns chains its columns
+// l, l + lanes, ... with fused multiply-adds; the lanes are reduced by halves; the blocks'
+// sums are added in order. The avx512 and avx2 variants must give exactly these bits on
+// both paths (n = 1: decode, n = 7: tiled).
+float sum_by_definition(const float* w, const float* x, int64_t cols, int lanes) {
+  float out = 0;
+  for (int64_t k0 = 0; k0 < cols; k0 += 512) {
+    float lane[16] = {};
+    for (int64_t c = k0; c < std::min<int64_t>(cols, k0 + 512); ++c)
+      lane[(c - k0) % lanes] = std::fma(w[c], x[c], lane[(c - k0) % lanes]);
+    for (int half = lanes / 2; half >= 1; half /= 2)
+      for (int i = 0; i < half; ++i) lane[i] += lane[i + half];
+    out = k0 == 0 ? lane[0] : out + lane[0];
+  }
+  return out;
+}
+
+TEST(Matmul, SimdVariantsFollowTheSummationOrder) {
+  const int64_t rows = 37, cols = 1536;
+  Owned o = make(WeightFormat::kF32, rows, cols, 21);
+  const auto* w = reinterpret_cast<const float*>(o.data.data());
+  for (const auto& [isa, lanes] : {std::pair<std::string_view, int>{"avx512", 16}, {"avx2", 8}}) {
+    if (!set_matmul_isa(isa)) continue;
+    for (int64_t n : {1, 7}) {
+      std::vector<float> x = random_x(n, cols, 22), y(size_t(n * rows));
+      matmul(o.w, x.data(), n, y.data());
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[size_t(i * rows + r)],
+                    sum_by_definition(w + r * cols, x.data() + i * cols, cols, lanes))
+              << isa << " n " << n << " row " << r << " input " << i;
+        }
+      }
+    }
+  }
+  set_matmul_isa("");
+}
+
 TEST(Matmul, ManyEqualsOneByOne) {
   Owned a = make(WeightFormat::kFp4Mx32, 64, 256, 31);
   Owned b = make(WeightFormat::kFp8Block128, 300, 256, 32);

@@ -6,9 +6,9 @@
 
 #include "base/check.h"
 #include "base/thread_pool.h"
+#include "kernels/dot.h"
 #include "kernels/hadamard.h"
 #include "kernels/kv_codec.h"
-#include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/quant_round.h"
 #include "kernels/rope.h"
@@ -125,8 +125,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   forward_many(calls, sim);
   kernels::rms_norm(p.q.data(), nullptr, N * heads, hd, eps, p.q.data());
   if (w.indexer) {
-    const float wscale = 1.0f / std::sqrt(static_cast<float>(ihd)) /
-                         std::sqrt(static_cast<float>(c.index_n_heads));
+    const float wscale =
+        1.0f / std::sqrt(static_cast<float>(ihd)) / std::sqrt(static_cast<float>(c.index_n_heads));
     for (auto& v : p.iw) v *= wscale;
   }
 
@@ -196,19 +196,25 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
       // entries: its scores start at first[t].
       std::vector<int64_t> first(static_cast<size_t>(seg.n + 1), 0);
       for (int64_t t = 0; t < seg.n; ++t)
-        first[static_cast<size_t>(t + 1)] = first[static_cast<size_t>(t)] + (seg.pos0 + t + 1) / ratio;
+        first[static_cast<size_t>(t + 1)] =
+            first[static_cast<size_t>(t)] + (seg.pos0 + t + 1) / ratio;
       std::vector<float> scores(static_cast<size_t>(first.back()));
+      std::vector<const float*> key_rows(static_cast<size_t>(max_visible));
+      for (int64_t k = 0; k < max_visible; ++k)
+        key_rows[static_cast<size_t>(k)] = index_keys.data() + k * ihd;
       parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
+        std::vector<float> dots;  // [ih, visible]
         for (size_t t = b; t < e; ++t) {
           const int64_t visible = first[t + 1] - first[t];
           const float* iq = p.iq.data() + (seg.row + static_cast<int64_t>(t)) * ih * ihd;
           const float* iw = p.iw.data() + (seg.row + static_cast<int64_t>(t)) * ih;
+          dots.resize(static_cast<size_t>(ih * visible));
+          kernels::head_dots(iq, ih, key_rows.data(), visible, ihd, dots.data(), visible);
           float* st_t = scores.data() + first[t];
           for (int64_t k = 0; k < visible; ++k) {
-            const float* key = index_keys.data() + k * ihd;
             float s = 0.0f;
             for (int64_t h = 0; h < ih; ++h)
-              s += std::max(0.0f, kernels::dot(iq + h * ihd, key, ihd)) * iw[h];
+              s += std::max(0.0f, dots[static_cast<size_t>(h * visible + k)]) * iw[h];
             st_t[k] = s;
           }
         }
@@ -236,15 +242,22 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     std::vector<float> entries(wanted.size() * static_cast<size_t>(hd));
     st.read_entries(wanted, entries.data());
 
-    // 5. Attention per (token, head): window rows then selected entries; softmax with sink;
-    // the output is the weighted sum of the same vectors (K = V), then inverse RoPE.
+    // 5. Attention per token, its heads together (they share the keys): window rows then
+    // selected entries; softmax with sink per head; the output is the weighted sum of the
+    // same vectors (K = V), then inverse RoPE. With fewer tokens than threads (decode), a
+    // token's heads are split into groups so that every thread has work.
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    parallel_for(static_cast<size_t>(seg.n * heads), 1, [&](size_t b, size_t e) {
-      std::vector<float> scores;
+    const auto threads = static_cast<int64_t>(thread_pool().size());
+    const int64_t groups = seg.n >= threads ? 1 : std::min(heads, (threads + seg.n - 1) / seg.n);
+    const int64_t group_heads = (heads + groups - 1) / groups;
+    parallel_for(static_cast<size_t>(seg.n * groups), 1, [&](size_t b, size_t e) {
+      std::vector<float> scores;  // [group heads, keys]
       std::vector<const float*> keys;
       for (size_t item = b; item < e; ++item) {
-        const int64_t t = static_cast<int64_t>(item) / heads,
-                      h = static_cast<int64_t>(item) % heads;
+        const int64_t t = static_cast<int64_t>(item) / groups,
+                      h0 = static_cast<int64_t>(item) % groups * group_heads,
+                      hn = std::min(group_heads, heads - h0);
+        if (hn <= 0) continue;
         const int64_t pos = seg.pos0 + t;
         // A draft block sees all of itself; otherwise a token sees up to itself.
         const int64_t last = seg.block ? seg.pos0 + seg.n - 1 : pos;
@@ -254,17 +267,16 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         }
         for (int32_t entry : selected[static_cast<size_t>(t)])
           keys.push_back(entries.data() + slot[static_cast<size_t>(entry)] * hd);
-        const float* qh = q + (t * heads + h) * hd;
-        scores.resize(keys.size());
-        for (size_t k = 0; k < keys.size(); ++k) scores[k] = kernels::dot(qh, keys[k], hd) * scale;
-        kernels::softmax_with_sink(scores.data(), static_cast<int64_t>(scores.size()),
-                                   w.attn_sink[static_cast<size_t>(h)]);
-        float* oh = o.data() + ((seg.row + t) * heads + h) * hd;
-        for (size_t k = 0; k < keys.size(); ++k) {
-          const float wk = scores[k];
-          const float* kv_row = keys[k];
-          for (int64_t d = 0; d < hd; ++d) oh[d] += wk * kv_row[d];
+        const auto nk = static_cast<int64_t>(keys.size());
+        scores.resize(static_cast<size_t>(hn * nk));
+        kernels::head_dots(q + (t * heads + h0) * hd, hn, keys.data(), nk, hd, scores.data(), nk);
+        for (int64_t h = 0; h < hn; ++h) {
+          float* sh = scores.data() + h * nk;
+          for (int64_t k = 0; k < nk; ++k) sh[k] *= scale;
+          kernels::softmax_with_sink(sh, nk, w.attn_sink[static_cast<size_t>(h0 + h)]);
         }
+        kernels::head_weighted_sums(scores.data(), nk, hn, keys.data(), nk, hd,
+                                    o.data() + ((seg.row + t) * heads + h0) * hd);
       }
     });
     rope_rows(o.data() + seg.row * heads * hd, seg.n * heads, heads, hd, hd, rd, seg.pos0, rope,
@@ -302,8 +314,8 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     }
   }
   w.wo_b.forward(low.data(), N, out, sim);
-  if (comm_size(comm) > 1) comm->all_reduce_sum(out, static_cast<size_t>(N * c.hidden_size),
-                                                "attention output");
+  if (comm_size(comm) > 1)
+    comm->all_reduce_sum(out, static_cast<size_t>(N * c.hidden_size), "attention output");
 }
 
 void attention_rollback(const AttentionWeights& w, const Config& c, const LayerRope& rope,
