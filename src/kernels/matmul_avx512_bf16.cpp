@@ -408,23 +408,20 @@ struct Kernel {
     flush<R, T>(acc, r_abs, k0 == 0, y + t0 * ldy, ldy);
   }
 
-  // Rows of a register tile: a scaled chunk needs a partial sum beside each accumulator.
-  static constexpr int kMicroRows = D::kScaled ? 3 : 4;
+  // The register tile: 4 rows (a tile's 16 rows without remainder) x kMicroT inputs; a
+  // scaled chunk needs a partial sum beside each accumulator, so 3 inputs there (2 x 12
+  // accumulators + 4 rows + 1 input of 32 registers).
+  static constexpr int kMicroRows = 4;
+  static constexpr int kMicroT = D::kScaled ? 3 : 4;
 
-  // Rows [tr, tr + R) against inputs [t, t + T) for T = min(4, n - t).
-  template <int R>
-  static void micro_upto4(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t n,
-                          int64_t t, int64_t k0, int64_t chunks, int64_t r_abs, float* y,
-                          int64_t ldy) {
-    switch (std::min<int64_t>(4, n - t)) {
-      case 4:
-        return micro<R, 4>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
-      case 3:
-        return micro<R, 3>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
-      case 2:
-        return micro<R, 2>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
-      default:
-        return micro<R, 1>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
+  // Rows [tr, tr + R) against inputs [t, t + T) for T = min(kMicroT, n - t).
+  template <int R, int T = kMicroT>
+  static void micro_upto(const Tile& tile, int tr, const uint16_t* x, int64_t xs, int64_t n,
+                         int64_t t, int64_t k0, int64_t chunks, int64_t r_abs, float* y,
+                         int64_t ldy) {
+    if constexpr (T > 0) {
+      if (n - t >= T) return micro<R, T>(tile, tr, x, xs, t, k0, chunks, r_abs, y, ldy);
+      micro_upto<R, T - 1>(tile, tr, x, xs, n, t, k0, chunks, r_abs, y, ldy);
     }
   }
 
@@ -448,13 +445,13 @@ struct Kernel {
             _mm512_store_ps(tile.scale[r][ch], scale);
           }
         }
-        // Inputs outer: 4 inputs' block of x (4 KB) stays in L1 beside the tile (16 KB)
-        // while every row of the tile passes over it.
-        for (int64_t t = 0; t < n; t += 4) {
+        // Inputs outer: kMicroT inputs' block of x (4 KB at most) stays in L1 beside the
+        // tile (16 KB) while every row of the tile passes over it.
+        for (int64_t t = 0; t < n; t += kMicroT) {
           int r = 0;
           for (; r + kMicroRows <= rows; r += kMicroRows)
-            micro_upto4<kMicroRows>(tile, r, x, xs, n, t, k0, chunks, tr + r, y, w.rows);
-          for (; r < rows; ++r) micro_upto4<1>(tile, r, x, xs, n, t, k0, chunks, tr + r, y, w.rows);
+            micro_upto<kMicroRows>(tile, r, x, xs, n, t, k0, chunks, tr + r, y, w.rows);
+          for (; r < rows; ++r) micro_upto<1>(tile, r, x, xs, n, t, k0, chunks, tr + r, y, w.rows);
         }
       }
     }

@@ -1,6 +1,9 @@
 #include "kernels/norm.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "base/thread_pool.h"
 
 namespace flint::kernels {
 
@@ -11,16 +14,21 @@ float rms_inverse(const float* x, int64_t dim, float eps) {
 }
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = y + r * dim;
-    float inv = rms_inverse(xr, dim, eps);
-    if (weight != nullptr) {
-      for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * inv);
-    } else {
-      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv;
+  // Rows split over the thread pool, at least ~16K values per chunk (rows are independent).
+  const auto grain =
+      static_cast<size_t>(std::max<int64_t>(1, (16 << 10) / std::max<int64_t>(1, dim)));
+  parallel_for(static_cast<size_t>(n), grain, [&](size_t b, size_t e) {
+    for (auto r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r) {
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
+      float inv = rms_inverse(xr, dim, eps);
+      if (weight != nullptr) {
+        for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * inv);
+      } else {
+        for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv;
+      }
     }
-  }
+  });
 }
 
 }  // namespace flint::kernels

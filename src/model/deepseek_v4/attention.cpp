@@ -153,10 +153,12 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     if (w.indexer) {
       float* iq = p.iq.data() + seg.row * ih * ihd;
       rope_rows(iq, seg.n * ih, ih, ihd, ihd, rd, seg.pos0, rope, false);
-      for (int64_t k = 0; k < seg.n * ih; ++k) {
-        kernels::hadamard_transform(iq + k * ihd, ihd, 1.0f / std::sqrt(static_cast<float>(ihd)));
-        if (official) kernels::round_fp4_blocks(iq + k * ihd, ihd, 32);
-      }
+      parallel_for(static_cast<size_t>(seg.n * ih), 16, [&](size_t b, size_t e) {
+        for (auto k = static_cast<int64_t>(b); k < static_cast<int64_t>(e); ++k) {
+          kernels::hadamard_transform(iq + k * ihd, ihd, 1.0f / std::sqrt(static_cast<float>(ihd)));
+          if (official) kernels::round_fp4_blocks(iq + k * ihd, ihd, 32);
+        }
+      });
       const float* ickv = p.ickv.data() + seg.row * ickv_width;
       const float* icgate = p.icgate.data() + seg.row * ickv_width;
       if (seg.undo)

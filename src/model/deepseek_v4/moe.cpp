@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/thread_pool.h"
 #include "kernels/activation.h"
 #include "kernels/matmul.h"
 #include "kernels/softmax.h"
@@ -45,18 +46,28 @@ void experts_forward(std::span<ExpertRun> runs, const Config& c, QuantSimulation
     calls.push_back({&r.weights->w3, r.x, r.m, up.data() + r.hidden});
   }
   forward_many(calls, sim);
-  calls.clear();
-  for (const ExpertRun& r : runs) {
-    const int64_t inter = r.weights->w1.out_features();
-    float* g = gate.data() + r.hidden;
-    kernels::swiglu(g, up.data() + r.hidden, r.m * inter, static_cast<float>(c.swiglu_limit), g);
-    if (r.row_weight != nullptr) {  // the official code weights the hidden state before w2
-      for (int64_t t = 0; t < r.m; ++t) {
-        for (int64_t i = 0; i < inter; ++i) g[t * inter + i] *= r.row_weight[t];
+  // The activations, run by run in parallel (elementwise: the split changes no bits). The
+  // buffers are this thread's: the pool's threads get their addresses.
+  float* const gate_rows = gate.data();
+  const float* const up_rows = up.data();
+  // A decode step's few rows stay on this thread: waking the pool would cost more.
+  const size_t grain = total < (64u << 10) ? runs.size() : 1;
+  parallel_for(runs.size(), grain, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const ExpertRun& r = runs[i];
+      const int64_t inter = r.weights->w1.out_features();
+      float* g = gate_rows + r.hidden;
+      kernels::swiglu(g, up_rows + r.hidden, r.m * inter, static_cast<float>(c.swiglu_limit), g);
+      if (r.row_weight != nullptr) {  // the official code weights the hidden state before w2
+        for (int64_t t = 0; t < r.m; ++t) {
+          for (int64_t j = 0; j < inter; ++j) g[t * inter + j] *= r.row_weight[t];
+        }
       }
     }
-    calls.push_back({&r.weights->w2, g, r.m, r.y});
-  }
+  });
+  calls.clear();
+  for (const ExpertRun& r : runs)
+    calls.push_back({&r.weights->w2, gate.data() + r.hidden, r.m, r.y});
   forward_many(calls, sim);
 }
 
