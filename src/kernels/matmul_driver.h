@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "formats/bf16.h"
 #include "formats/e8m0.h"
@@ -340,10 +341,39 @@ struct MatmulDriver {
     return v;
   }
 
-  // Rows [r0, r0 + R) of the decoded tile (row stride kBlock) times inputs [t0, t0 + T).
-  template <int R, int T>
-  static void micro(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t t0,
-                    int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
+  // Where micro reads weight rows: the decoded tile, or for float32 and BF16 the weight
+  // itself (decoding BF16 is a widening shift: in registers it costs less than a tile's
+  // stores and reloads). load(r, p): row r's W columns from block column p; load_tail(r,
+  // p, count): the row's last count < W columns, zero past them.
+  struct TileRows {
+    const float* tile;  // row r at tile + r * kBlock
+    V load(int r, int64_t p) const { return load_pinned(tile + r * kBlock + p); }
+    V load_tail(int r, int64_t p, int64_t) const { return I::load(tile + r * kBlock + p); }
+  };
+  template <WeightFormat F>
+  struct InPlaceRows {
+    using T = std::conditional_t<F == WeightFormat::kF32, float, uint16_t>;
+    const T* row0;  // row r's block at row0 + r * cols
+    int64_t cols;
+    static V decode(const T* p) {
+      if constexpr (F == WeightFormat::kF32) {
+        return load_pinned(p);
+      } else {
+        return I::bf16(p);
+      }
+    }
+    V load(int r, int64_t p) const { return decode(row0 + r * cols + p); }
+    V load_tail(int r, int64_t p, int64_t count) const {
+      alignas(64) T tmp[W] = {};
+      std::memcpy(tmp, row0 + r * cols + p, static_cast<size_t>(count) * sizeof(T));
+      return decode(tmp);
+    }
+  };
+
+  // Rows [0, R) of `rows` (the block of columns [k0, k0 + len)) times inputs [t0, t0 + T).
+  template <int R, int T, class Rows>
+  static void micro(const Rows& rows, const float* x, int64_t cols, int64_t t0, int64_t k0,
+                    int64_t len, int64_t r_abs, float* y, int64_t ldy) {
     V acc[R][T];
     FLINT_UNROLL
     for (auto& row : acc) FLINT_UNROLL
@@ -352,7 +382,7 @@ struct MatmulDriver {
     for (int64_t p = 0; p < full; p += W) {
       V wv[R];
       FLINT_UNROLL
-      for (int r = 0; r < R; ++r) wv[r] = load_pinned(tile + (tr0 + r) * kBlock + p);
+      for (int r = 0; r < R; ++r) wv[r] = rows.load(r, p);
       FLINT_UNROLL
       for (int t = 0; t < T; ++t) {
         const V xv = load_pinned(x + (t0 + t) * cols + k0 + p);
@@ -363,7 +393,7 @@ struct MatmulDriver {
     if (full < len) {
       V wv[R];
       FLINT_UNROLL
-      for (int r = 0; r < R; ++r) wv[r] = I::load(tile + (tr0 + r) * kBlock + full);
+      for (int r = 0; r < R; ++r) wv[r] = rows.load_tail(r, full, len - full);
       FLINT_UNROLL
       for (int t = 0; t < T; ++t) {
         alignas(64) float tmp[W] = {};
@@ -377,49 +407,72 @@ struct MatmulDriver {
     flush<R, T>(acc, r_abs, k0 == 0, y + t0 * ldy, ldy);
   }
 
-  template <int R>
-  static void micro_inputs(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t n,
-                           int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
+  template <int R, class Rows>
+  static void micro_inputs(const Rows& rows, const float* x, int64_t cols, int64_t n, int64_t k0,
+                           int64_t len, int64_t r_abs, float* y, int64_t ldy) {
     int64_t t = 0;
     for (; t + kMicroT <= n; t += kMicroT)
-      micro<R, kMicroT>(tile, tr0, x, cols, t, k0, len, r_abs, y, ldy);
-    rest<R>(tile, tr0, x, cols, n - t, t, k0, len, r_abs, y, ldy);
+      micro<R, kMicroT>(rows, x, cols, t, k0, len, r_abs, y, ldy);
+    rest<R>(rows, x, cols, n - t, t, k0, len, r_abs, y, ldy);
   }
   // The last `left` (< kMicroT) inputs from t0: one micro of that many.
-  template <int R, int T = kMicroT - 1>
-  static void rest(const float* tile, int64_t tr0, const float* x, int64_t cols, int64_t left,
-                   int64_t t0, int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
+  template <int R, class Rows, int T = kMicroT - 1>
+  static void rest(const Rows& rows, const float* x, int64_t cols, int64_t left, int64_t t0,
+                   int64_t k0, int64_t len, int64_t r_abs, float* y, int64_t ldy) {
     if constexpr (T > 0) {
-      if (left == T) return micro<R, T>(tile, tr0, x, cols, t0, k0, len, r_abs, y, ldy);
-      rest<R, T - 1>(tile, tr0, x, cols, left, t0, k0, len, r_abs, y, ldy);
+      if (left == T) return micro<R, T>(rows, x, cols, t0, k0, len, r_abs, y, ldy);
+      rest<R, Rows, T - 1>(rows, x, cols, left, t0, k0, len, r_abs, y, ldy);
     }
+  }
+
+  // The tile's rows [0, rows) (absolute row tr) against every input, for block [k0, k1).
+  template <class RowsAt>
+  static void tile_products(const RowsAt& rows_at, int64_t rows, const float* x, int64_t cols,
+                            int64_t n, int64_t k0, int64_t k1, int64_t tr, float* y, int64_t ldy) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+      micro_inputs<4>(rows_at(r), x, cols, n, k0, k1 - k0, tr + r, y, ldy);
+    for (; r < rows; ++r) micro_inputs<1>(rows_at(r), x, cols, n, k0, k1 - k0, tr + r, y, ldy);
   }
 
   template <WeightFormat F>
   static void tiled(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
                     float* y) {
-    alignas(64) float tile[kTileRows * kBlock];
     const int64_t cols = w.cols;
-    for (int64_t tr = r0; tr < r1; tr += kTileRows) {
-      const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
-      for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
-        const int64_t k1 = std::min(cols, k0 + kBlock);
-        for (int64_t r = 0; r < rows; ++r) {
-          prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
-          float* dst = tile + r * kBlock;
-          for_chunks<F, 1>(
-              w, tr + r, k0, k1, /*ahead_bytes=*/0,
-              [&](int64_t c, auto& wv) {
-                constexpr int kVecs = sizeof(wv[0]) / sizeof(V);
-                FLINT_UNROLL
-                for (int j = 0; j < kVecs; ++j) I::store(dst + (c - k0) + j * W, wv[0][j]);
-              },
-              [&](int64_t c, int64_t, auto& wv) { I::store(dst + (c - k0), wv[0][0]); });
+    if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16) {
+      using Rows = InPlaceRows<F>;
+      const auto* data = reinterpret_cast<const typename Rows::T*>(w.data);
+      for (int64_t tr = r0; tr < r1; tr += kTileRows) {
+        const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
+        for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+          const int64_t k1 = std::min(cols, k0 + kBlock);
+          for (int64_t r = 0; r < rows; ++r) prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
+          tile_products(
+              [&](int64_t r) { return Rows{data + (tr + r) * cols + k0, cols}; }, rows, x, cols, n,
+              k0, k1, tr, y, w.rows);
         }
-        int64_t r = 0;
-        for (; r + 4 <= rows; r += 4)
-          micro_inputs<4>(tile, r, x, cols, n, k0, k1 - k0, tr + r, y, w.rows);
-        for (; r < rows; ++r) micro_inputs<1>(tile, r, x, cols, n, k0, k1 - k0, tr + r, y, w.rows);
+      }
+    } else {
+      alignas(64) float tile[kTileRows * kBlock];
+      for (int64_t tr = r0; tr < r1; tr += kTileRows) {
+        const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
+        for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+          const int64_t k1 = std::min(cols, k0 + kBlock);
+          for (int64_t r = 0; r < rows; ++r) {
+            prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
+            float* dst = tile + r * kBlock;
+            for_chunks<F, 1>(
+                w, tr + r, k0, k1, /*ahead_bytes=*/0,
+                [&](int64_t c, auto& wv) {
+                  constexpr int kVecs = sizeof(wv[0]) / sizeof(V);
+                  FLINT_UNROLL
+                  for (int j = 0; j < kVecs; ++j) I::store(dst + (c - k0) + j * W, wv[0][j]);
+                },
+                [&](int64_t c, int64_t, auto& wv) { I::store(dst + (c - k0), wv[0][0]); });
+          }
+          tile_products([&](int64_t r) { return TileRows{tile + r * kBlock}; }, rows, x, cols, n,
+                        k0, k1, tr, y, w.rows);
+        }
       }
     }
   }
