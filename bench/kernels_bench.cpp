@@ -2,7 +2,11 @@
 //  - BM_MatmulDecode: matmul in each weight format at decode shapes (n = 1, 4) on weights
 //    beyond the caches; bytes/s counts the weight's bytes (data plus scales) per call, so a
 //    kernel that reads at BM_MemoryRead's rate is at the memory roofline;
-//  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops.
+//  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops;
+//  - BM_HeadDots / BM_HeadWeightedSums: one token's attention over 256 keys (window plus
+//    compressed entries) for 8 heads of 512 dims (bench preset; V4-Flash has 64), GFLOP/s;
+//    the second argument is the heads per call (1: each head alone; for head_dots one
+//    multiply-add chain at a time, as attention did before).
 // Entries named *_bf16x declare x bf16-exact (matmul.h: the avx512bf16 variant where the
 // CPU has it, as for every FP8/FP4 linear under --quant-simulation official); the others
 // run the float32 variant. The label names the variant that ran.
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "base/memory_bandwidth.h"
+#include "kernels/dot.h"
 #include "kernels/matmul.h"
 #include "kernels/peak_flops.h"
 
@@ -115,6 +120,56 @@ void BM_MatmulPrefill(benchmark::State& state, WeightFormat format, bool bf16_x)
 FLINT_MATMUL_BENCH(BM_MatmulPrefill, bf16, WeightFormat::kBF16, 16, 128)
 FLINT_MATMUL_BENCH(BM_MatmulPrefill, fp8_block128, WeightFormat::kFp8Block128, 16, 128)
 FLINT_MATMUL_BENCH(BM_MatmulPrefill, fp4_mx32, WeightFormat::kFp4Mx32, 16, 128)
+
+// Keys and per-head inputs in cache, as attention finds them for one token.
+struct HeadProblem {
+  static constexpr int64_t kDim = 512, kKeys = 256;
+  std::vector<float> q, keys, w, out;
+  std::vector<const float*> rows;
+  explicit HeadProblem(int64_t heads)
+      : q(static_cast<size_t>(heads * kDim), 0.25f),
+        keys(static_cast<size_t>(kKeys * kDim), 0.5f),
+        w(static_cast<size_t>(heads * kKeys), 1.0f / kKeys),
+        out(static_cast<size_t>(heads * std::max(kDim, kKeys))) {
+    for (int64_t k = 0; k < kKeys; ++k) rows.push_back(keys.data() + k * kDim);
+  }
+};
+
+void head_rate(benchmark::State& state, int64_t heads) {
+  state.counters["GFLOP_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 *
+          static_cast<double>(heads * HeadProblem::kKeys * HeadProblem::kDim) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
+// range(0) heads, range(1) of them per call.
+void BM_HeadDots(benchmark::State& state) {
+  const int64_t heads = state.range(0), together = state.range(1);
+  HeadProblem p(heads);
+  for (auto _ : state) {
+    for (int64_t h = 0; h < heads; h += together)
+      kernels::head_dots(p.q.data() + h * HeadProblem::kDim, together, p.rows.data(),
+                         HeadProblem::kKeys, HeadProblem::kDim,
+                         p.out.data() + h * HeadProblem::kKeys, HeadProblem::kKeys);
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  head_rate(state, heads);
+}
+BENCHMARK(BM_HeadDots)->Args({8, 8})->Args({8, 1})->UseRealTime();
+
+void BM_HeadWeightedSums(benchmark::State& state) {
+  const int64_t heads = state.range(0), together = state.range(1);
+  HeadProblem p(heads);
+  for (auto _ : state) {
+    for (int64_t h = 0; h < heads; h += together)
+      kernels::head_weighted_sums(p.w.data() + h * HeadProblem::kKeys, HeadProblem::kKeys, together,
+                                  p.rows.data(), HeadProblem::kKeys, HeadProblem::kDim,
+                                  p.out.data() + h * HeadProblem::kDim);
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  head_rate(state, heads);
+}
+BENCHMARK(BM_HeadWeightedSums)->Args({8, 8})->Args({8, 1})->UseRealTime();
 
 void BM_PeakFlops(benchmark::State& state) {
   kernels::PeakFlops best;

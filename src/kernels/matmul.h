@@ -5,7 +5,7 @@
 // codes times their power-of-two or float32 scales) in SIMD registers and multiplied in
 // float32 with fused multiply-adds; each weight is read from memory once per call whatever
 // n is (decode: in registers against all n <= 4 inputs; prefill: 16 x 512 tiles decoded to
-// an L1 buffer and reused by every input).
+// an L1 buffer, or for float32 and BF16 read in place, and reused by every input).
 //
 // Results are deterministic: they depend neither on the thread count nor on n (a row of x
 // gives the same bits alone or in a batch). Variants (matmul_isa.h): avx512, avx2, and the

@@ -11,7 +11,8 @@
 //  - direct (n <= 4, decode): 4 rows at a time, each weight decoded in registers once and
 //    multiplied with the n inputs; nothing is written but y.
 //  - tiled (n > 4, prefill): 16 rows x 512 columns decoded to float32 in an L1-sized buffer,
-//    then a 4-row x 4-input register tile, so each weight is decoded once per call.
+//    then a 4-row x kMicroT-input register tile, so each weight is decoded once per call;
+//    float32 and BF16 weights skip the buffer (read in place, BF16 widened in registers).
 #pragma once
 
 #include <algorithm>
@@ -448,8 +449,10 @@ struct MatmulDriver {
           const int64_t k1 = std::min(cols, k0 + kBlock);
           for (int64_t r = 0; r < rows; ++r) prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
           tile_products(
-              [&](int64_t r) { return Rows{data + (tr + r) * cols + k0, cols}; }, rows, x, cols, n,
-              k0, k1, tr, y, w.rows);
+              [&](int64_t r) {
+                return Rows{data + (tr + r) * cols + k0, cols};
+              },
+              rows, x, cols, n, k0, k1, tr, y, w.rows);
         }
       }
     } else {
