@@ -439,30 +439,16 @@ struct MatmulDriver {
   template <WeightFormat F>
   static void tiled(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
                     float* y) {
+    constexpr bool kInPlace = F == WeightFormat::kF32 || F == WeightFormat::kBF16;
+    alignas(64) float tile[kInPlace ? 1 : kTileRows * kBlock];
     const int64_t cols = w.cols;
-    if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16) {
-      using Rows = InPlaceRows<F>;
-      const auto* data = reinterpret_cast<const typename Rows::T*>(w.data);
-      for (int64_t tr = r0; tr < r1; tr += kTileRows) {
-        const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
-        for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
-          const int64_t k1 = std::min(cols, k0 + kBlock);
-          for (int64_t r = 0; r < rows; ++r) prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
-          tile_products(
-              [&](int64_t r) {
-                return Rows{data + (tr + r) * cols + k0, cols};
-              },
-              rows, x, cols, n, k0, k1, tr, y, w.rows);
-        }
-      }
-    } else {
-      alignas(64) float tile[kTileRows * kBlock];
-      for (int64_t tr = r0; tr < r1; tr += kTileRows) {
-        const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
-        for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
-          const int64_t k1 = std::min(cols, k0 + kBlock);
-          for (int64_t r = 0; r < rows; ++r) {
-            prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
+    for (int64_t tr = r0; tr < r1; tr += kTileRows) {
+      const int64_t rows = std::min<int64_t>(kTileRows, r1 - tr);
+      for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+        const int64_t k1 = std::min(cols, k0 + kBlock);
+        for (int64_t r = 0; r < rows; ++r) {
+          prefetch_tile_block(w, tr + r + kTileRows, k0, k1);
+          if constexpr (!kInPlace) {
             float* dst = tile + r * kBlock;
             for_chunks<F, 1>(
                 w, tr + r, k0, k1, /*ahead_bytes=*/0,
@@ -473,6 +459,16 @@ struct MatmulDriver {
                 },
                 [&](int64_t c, int64_t, auto& wv) { I::store(dst + (c - k0), wv[0][0]); });
           }
+        }
+        if constexpr (kInPlace) {
+          using Rows = InPlaceRows<F>;
+          const auto* data = reinterpret_cast<const typename Rows::T*>(w.data);
+          tile_products(
+              [&](int64_t r) {
+                return Rows{data + (tr + r) * cols + k0, cols};
+              },
+              rows, x, cols, n, k0, k1, tr, y, w.rows);
+        } else {
           tile_products([&](int64_t r) { return TileRows{tile + r * kBlock}; }, rows, x, cols, n,
                         k0, k1, tr, y, w.rows);
         }
