@@ -1,6 +1,5 @@
 #include "kernels/dot.h"
 
-#include <algorithm>
 #include <cstring>
 
 namespace flint::kernels {
