@@ -15,7 +15,7 @@
 // same outer order with 16 lanes and a different chain. Weights are decoded to bf16 without
 // their block scale (E4M3 and E2M1 values are exact in bf16) and multiplied with vdpbf16ps,
 // which for lane i adds word 2i+1's exact product, then word 2i's, each add rounded to
-// float32 (checked on Zen 4; bf16 subnormal inputs, a subnormal accumulator and subnormal
+// float32 (checked on Zen 5; bf16 subnormal inputs, a subnormal accumulator and subnormal
 // sums count as zero). A block is read in chunks of 128 columns = 4 vectors of 32 words;
 // word j of vector v (0..3) of a chunk holds column
 //   BF16: 32v + j;  FP8: 64(v/2) + 16(j/8) + 8(v%2) + j%8;  FP4: 2(16(j/8) + 8(v%2) + j%8) + v/2
@@ -53,7 +53,7 @@ struct MatmulIsa {
 // Rows `prefetch_rows_ahead` below the ones being read are fetched instead; since the rows
 // are contiguous, every row of the range gets fetched once. About 16 KB ahead: far enough
 // for the memory latency at this rate, well inside L1. Measured on the FP8 decode kernel
-// (Zen 4, 2 threads, 256 MiB weight): 21.5 -> 35-46 GB/s; 8 to 128 KB ahead were equal
+// (Zen 5, 2 threads, 256 MiB weight): 21.5 -> 35-46 GB/s; 8 to 128 KB ahead were equal
 // within the noise.
 inline constexpr int64_t kPrefetchAheadBytes = 16 << 10;
 
