@@ -59,6 +59,14 @@ class ThreadPool {
 ThreadPool& thread_pool();
 void set_thread_count(std::size_t threads);
 
+// A grain for items of `values_per_item` values each of light elementwise work: chunks of
+// about 16K values, so that a split is worth a wake-up and a single decode token stays on
+// the calling thread.
+inline std::size_t grain_for(long long values_per_item) {
+  const long long per = values_per_item > 0 ? values_per_item : 1;
+  return static_cast<std::size_t>(per >= (16 << 10) ? 1 : (16 << 10) / per);
+}
+
 // Shorthand for thread_pool().parallel_for.
 inline void parallel_for(std::size_t n, std::size_t grain,
                          const std::function<void(std::size_t, std::size_t)>& body) {

@@ -1,6 +1,5 @@
 #include "kernels/norm.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "base/thread_pool.h"
@@ -14,10 +13,8 @@ float rms_inverse(const float* x, int64_t dim, float eps) {
 }
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
-  // Rows split over the thread pool, at least ~16K values per chunk (rows are independent).
-  const auto grain =
-      static_cast<size_t>(std::max<int64_t>(1, (16 << 10) / std::max<int64_t>(1, dim)));
-  parallel_for(static_cast<size_t>(n), grain, [&](size_t b, size_t e) {
+  // Rows split over the thread pool (rows are independent).
+  parallel_for(static_cast<size_t>(n), grain_for(dim), [&](size_t b, size_t e) {
     for (auto r = static_cast<int64_t>(b); r < static_cast<int64_t>(e); ++r) {
       const float* xr = x + r * dim;
       float* yr = y + r * dim;

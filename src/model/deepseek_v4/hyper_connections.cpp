@@ -1,6 +1,5 @@
 #include "model/deepseek_v4/hyper_connections.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
@@ -18,12 +17,11 @@ constexpr int64_t kMaxHc = 64;
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// body(t) for every token t < n, tokens split over the thread pool in runs of at least
-// ~16K values of `per_token` each (a token's work is independent: no bits change).
+// body(t) for every token t < n, tokens split over the thread pool (grain_for: about 16K
+// values per chunk; a token's work is independent, so no bits change).
 template <class Body>
 void for_tokens(int64_t n, int64_t per_token, const Body& body) {
-  const auto grain = static_cast<size_t>(std::max<int64_t>(1, (16 << 10) / per_token));
-  parallel_for(static_cast<size_t>(n), grain, [&](size_t b, size_t e) {
+  parallel_for(static_cast<size_t>(n), grain_for(per_token), [&](size_t b, size_t e) {
     for (size_t t = b; t < e; ++t) body(static_cast<int64_t>(t));
   });
 }
