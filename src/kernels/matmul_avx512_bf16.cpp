@@ -123,10 +123,24 @@ Vi load_bytes(const uint8_t* p, int64_t count) {
   return count >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(first_bits(count), p);
 }
 
+// Whether none of `count` E8M0 codes is 0 (a float32 subnormal) or 255 (NaN): the codes
+// whose float is not simply code << 23.
+bool regular_codes(const uint8_t* p, int64_t count) {
+  const Vi zero = _mm512_setzero_si512(), ones = _mm512_set1_epi8(-1);
+  for (int64_t i = 0; i < count; i += 64) {
+    const Vi b = load_bytes(p + i, count - i);
+    const __mmask64 valid = first_bits(count - i);
+    if ((_mm512_cmpeq_epi8_mask(b, zero) | _mm512_cmpeq_epi8_mask(b, ones)) & valid) return false;
+  }
+  return true;
+}
+
 // Decoders: chunk(r, c, valid, w, scale) writes the 4 bf16 vectors of columns
 // [c, c + 128) of row r (zero past `valid`) and, for kScaled formats, the scale per lane;
 // at(r, c) is where that chunk's kChunkBytes bytes start (chunks start on 64-byte lines
-// when rows do).
+// when rows do). The decode loop's fast version: whole(row(r), c, w, scale) for a whole
+// chunk of a row whose scales regular(r0, r1) has vouched for (no masks, no checks, no
+// scalar work; Row holds the row's pointers).
 struct Bf16Decoder {
   static constexpr bool kScaled = false;
   const uint16_t* data;
@@ -135,6 +149,15 @@ struct Bf16Decoder {
       : data(reinterpret_cast<const uint16_t*>(w.data)), cols(w.cols) {}
   static constexpr int kChunkBytes = 2 * kChunk;
   const void* at(int64_t r, int64_t c) const { return data + r * cols + c; }
+  bool regular(int64_t, int64_t) const { return true; }
+  struct Row {
+    const uint16_t* p;
+  };
+  Row row(int64_t r) const { return {data + r * cols}; }
+  [[gnu::always_inline]] void whole(const Row& row, int64_t c, Vi* w, V*) const {
+    FLINT_UNROLL
+    for (int v = 0; v < 4; ++v) w[v] = _mm512_loadu_si512(row.p + c + 32 * v);
+  }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V*) const {
     const uint16_t* p = data + r * cols + c;
     FLINT_UNROLL
@@ -162,7 +185,7 @@ struct Fp8Decoder {
     hi1 = _mm512_load_si512(t.fp8_hi + 64);
     sign = _mm512_set1_epi8(static_cast<char>(0x80));
   }
-  void half(Vi b, Vi* w) const {
+  [[gnu::always_inline]] void half(Vi b, Vi* w) const {
     const Vi lo = _mm512_permutex2var_epi8(lo0, b, lo1);
     Vi hi = _mm512_permutex2var_epi8(hi0, b, hi1);
     hi = _mm512_ternarylogic_epi32(hi, b, sign, 0xF8);  // hi | (b & sign)
@@ -176,6 +199,32 @@ struct Fp8Decoder {
   }
   static constexpr int kChunkBytes = kChunk;
   const void* at(int64_t r, int64_t c) const { return data + r * m->cols + c; }
+  // Float32 scales are used as they are; E8M0 codes 0 and 255 need e8m0_to_float.
+  bool regular(int64_t r0, int64_t r1) const {
+    if (m->scale_dtype == DType::F32) return true;
+    const int64_t per_row = (m->cols + 127) / 128;
+    return regular_codes(reinterpret_cast<const uint8_t*>(m->scale) + r0 / 128 * per_row,
+                         ((r1 - 1) / 128 - r0 / 128 + 1) * per_row);
+  }
+  struct Row {
+    const uint8_t* p;
+    const uint8_t* codes;  // the row's block scales: E8M0 codes, or
+    const float* f32;      // float32 scales
+  };
+  Row row(int64_t r) const {
+    const int64_t s = (r / 128) * ((m->cols + 127) / 128);
+    const bool f32 = m->scale_dtype == DType::F32;
+    return {data + r * m->cols, f32 ? nullptr : reinterpret_cast<const uint8_t*>(m->scale) + s,
+            f32 ? reinterpret_cast<const float*>(m->scale) + s : nullptr};
+  }
+  [[gnu::always_inline]] void whole(const Row& row, int64_t c, Vi* w, V* scale) const {
+    half(_mm512_loadu_si512(row.p + c), w);
+    half(_mm512_loadu_si512(row.p + c + 64), w + 2);
+    *scale =
+        row.f32 != nullptr
+            ? _mm512_set1_ps(row.f32[c / kChunk])
+            : _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(row.codes[c / kChunk]) << 23));
+  }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
     const uint8_t* p = data + r * m->cols + c;
     half(load_bytes(p, valid), w);
@@ -205,7 +254,7 @@ struct Fp4Decoder {
     rotate = _mm512_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15, 7, 7, 7, 7, 31, 31, 31, 31);
     exponent = _mm512_set1_epi32(0x7F800000);
   }
-  void nibbles(Vi n, Vi* w) const {
+  [[gnu::always_inline]] void nibbles(Vi n, Vi* w) const {
     const Vi l = _mm512_shuffle_epi8(lo, n), h = _mm512_shuffle_epi8(hi, n);
     w[0] = _mm512_unpacklo_epi8(l, h);
     w[1] = _mm512_unpackhi_epi8(l, h);
@@ -233,6 +282,23 @@ struct Fp4Decoder {
   }
   static constexpr int kChunkBytes = kChunk / 2;
   const void* at(int64_t r, int64_t c) const { return data + (r * cols + c) / 2; }
+  bool regular(int64_t r0, int64_t r1) const {
+    return regular_codes(scales + r0 * (cols / 32), (r1 - r0) * (cols / 32));
+  }
+  struct Row {
+    const uint8_t* p;
+    const uint8_t* codes;
+  };
+  Row row(int64_t r) const { return {data + r * cols / 2, scales + r * (cols / 32)}; }
+  [[gnu::always_inline]] void whole(const Row& row, int64_t c, Vi* w, V* scale) const {
+    const Vi b = _mm512_loadu_si512(row.p + c / 2);
+    nibbles(_mm512_and_si512(b, nibble), w);
+    nibbles(_mm512_and_si512(_mm512_srli_epi16(b, 4), nibble), w + 2);
+    float four;  // a broadcast load of 4 codes, rotated as in group_scales
+    std::memcpy(&four, row.codes + c / 32, 4);
+    const Vi e = _mm512_rolv_epi32(_mm512_castps_si512(_mm512_set1_ps(four)), rotate);
+    *scale = _mm512_castsi512_ps(_mm512_and_si512(e, exponent));
+  }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
     const Vi b = load_bytes(data + (r * cols + c) / 2, valid / 2);
     nibbles(_mm512_and_si512(b, nibble), w);
@@ -288,13 +354,19 @@ struct Kernel {
   // One chunk of R rows against T > 1 inputs: the rows decoded first, then each x vector
   // loaded once and used by every row (chunk_dot per (row, input) would load it R times).
   // Each (row, input) chain adds the same products in the same order as chunk_dot.
-  template <int R, int T>
-  static void chunk_rows(const D& d, int64_t r0, int64_t c, int64_t valid, const uint16_t* x,
-                         int64_t xs, V (&acc)[R][T]) {
+  template <int R, int T, bool kWhole>
+  [[gnu::always_inline]] static void chunk_rows(const D& d, const typename D::Row (&rows)[R],
+                                                int64_t r0, int64_t c, int64_t valid,
+                                                const uint16_t* x, int64_t xs, V (&acc)[R][T]) {
     Vi wv[R][4];
     V scale[R];
     FLINT_UNROLL
-    for (int r = 0; r < R; ++r) d.chunk(r0 + r, c, valid, wv[r], &scale[r]);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kWhole)
+        d.whole(rows[r], c, wv[r], &scale[r]);
+      else
+        d.chunk(r0 + r, c, valid, wv[r], &scale[r]);
+    }
     V part[R][T];
     FLINT_UNROLL
     for (int r = 0; r < R; ++r) FLINT_UNROLL
@@ -316,11 +388,29 @@ struct Kernel {
       acc[r][t] = D::kScaled ? _mm512_fmadd_ps(part[r][t], scale[r], acc[r][t]) : part[r][t];
   }
 
-  // Row r0 + ahead + r is prefetched as row r0 + r is read (kPrefetchAheadBytes).
+  // Row min(r0 + r + ahead, last row) is prefetched as row r0 + r is read
+  // (kPrefetchAheadBytes). Whole chunks of rows with regular scales, the common case, take
+  // the decode without masks and checks.
   template <int R, int T>
   static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
                      int64_t ahead, float* y) {
+    if (w.cols % kChunk == 0 && d.regular(r0, r0 + R))
+      direct_chunks<R, T, true>(d, w, x, r0, ahead, y);
+    else
+      direct_chunks<R, T, false>(d, w, x, r0, ahead, y);
+  }
+
+  template <int R, int T, bool kWhole>
+  static void direct_chunks(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
+                            int64_t ahead, float* y) {
     const int64_t cols = w.cols, xs = x_stride(w);
+    const char* next[R];
+    typename D::Row rows[R];
+    FLINT_UNROLL
+    for (int r = 0; r < R; ++r) {
+      next[r] = static_cast<const char*>(d.at(std::min(r0 + r + ahead, w.rows - 1), 0));
+      rows[r] = d.row(r0 + r);
+    }
     for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
       V acc[R][T];
       FLINT_UNROLL
@@ -330,20 +420,20 @@ struct Kernel {
       for (int64_t c = k0; c < k1; c += kChunk) {
         FLINT_UNROLL
         for (int r = 0; r < R; ++r) {
-          if (r0 + r + ahead < w.rows) {
-            const char* p = static_cast<const char*>(d.at(r0 + r + ahead, c));
-            FLINT_UNROLL
-            for (int line = 0; line < D::kChunkBytes; line += 64)
-              _mm_prefetch(p + line, _MM_HINT_T0);
-          }
+          const char* p = next[r] + c / kChunk * D::kChunkBytes;
+          FLINT_UNROLL
+          for (int line = 0; line < D::kChunkBytes; line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
           if constexpr (T == 1) {
             Vi wv[4];
             V scale;
-            d.chunk(r0 + r, c, k1 - c, wv, &scale);
+            if constexpr (kWhole)
+              d.whole(rows[r], c, wv, &scale);
+            else
+              d.chunk(r0 + r, c, k1 - c, wv, &scale);
             acc[r][0] = chunk_dot<D::kScaled>(acc[r][0], wv, scale, x + c);
           }
         }
-        if constexpr (T > 1) chunk_rows<R, T>(d, r0, c, k1 - c, x + c, xs, acc);
+        if constexpr (T > 1) chunk_rows<R, T, kWhole>(d, rows, r0, c, k1 - c, x + c, xs, acc);
       }
       flush<R, T>(acc, r0, k0 == 0, y, w.rows);
     }

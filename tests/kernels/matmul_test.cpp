@@ -479,11 +479,14 @@ TEST(MatmulBf16, OfficialInputRoundingIsBf16Exact) {
 TEST(MatmulBf16, EveryFormatMatchesEmulationAndBound) {
   if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
   // n = 1..4 decode in registers, 5, 16, 33 through the tiles; odd row counts, widths with
-  // partial chunks (70, 96, 300, 1088, 1100) and several 512-column blocks.
+  // partial chunks (70, 96, 300, 1088, 1100: the checked decode) or whole ones (128, 256,
+  // 384, 640: the fast one), and several 512-column blocks.
   const Owned weights[] = {make(WeightFormat::kBF16, 37, 70, 2),
                            make(WeightFormat::kBF16, 21, 1040, 12),
+                           make(WeightFormat::kBF16, 19, 384, 17),
                            make(WeightFormat::kFp8Block128, 133, 300, 3),
                            make(WeightFormat::kFp8Block128, 130, 1100, 13),
+                           make(WeightFormat::kFp8Block128, 135, 640, 18),
                            make(WeightFormat::kFp8Block128, 131, 256, 4, DType::F32),
                            make(WeightFormat::kFp4Mx32, 33, 128, 5),
                            make(WeightFormat::kFp4Mx32, 19, 1088, 15),
@@ -495,12 +498,15 @@ TEST(MatmulBf16, EveryFormatMatchesEmulationAndBound) {
 
 // FP8 subnormal, zero, largest and NaN codes; E8M0 scales at both ends: 2^-127 (code 0, a
 // float32 subnormal), 2^-126, 2^-125, then (sums overflowing to inf or NaN, compared with
-// the emulation only) 2^121, 2^127 and NaN (255). FP4 with the same extremes (codes 0 and
-// 255 take its scale vector's slow path).
+// the emulation only) 2^121, 2^127 and NaN (255). FP4 with the same extremes. Codes 0 and
+// 255 send a row group to the checked decode; the lists without them take the fast one
+// (whole chunks, scales as code << 23), except FP4's rows 4..7, where row 6 gets a 0.
 TEST(MatmulBf16, SpecialCodesAndScales) {
   if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
-  const std::vector<uint8_t> small = {135, 1, 0, 2, 126}, large = {248, 254, 255, 127, 100};
-  for (const std::vector<uint8_t>* codes : {&small, &large}) {
+  const std::vector<uint8_t> small = {135, 1, 0, 2, 126}, large = {248, 254, 255, 127, 100},
+                             small_regular = {135, 1, 3, 2, 126},
+                             large_regular = {248, 254, 253, 127, 100};
+  for (const std::vector<uint8_t>* codes : {&small, &large, &small_regular, &large_regular}) {
     Owned fp8 = make(WeightFormat::kFp8Block128, 128, 640, 21);
     for (size_t i = 0; i < fp8.data.size(); i += 3) fp8.data[i] = uint8_t(i % 16);  // subnormals
     for (size_t i = 1; i < fp8.data.size(); i += 7) fp8.data[i] = i % 2 ? 0x7E : 0xFE;  // 448
@@ -511,6 +517,7 @@ TEST(MatmulBf16, SpecialCodesAndScales) {
     fp8.w.scale = reinterpret_cast<const std::byte*>(fp8.scale.data());
     Owned fp4 = make(WeightFormat::kFp4Mx32, 9, 256, 22);
     for (size_t i = 0; i < fp4.scale.size(); ++i) fp4.scale[i] = (*codes)[(i * 3) % 5];
+    fp4.scale[6 * 8 + 3] = 0;
     for (int64_t n : {1, 4, 6}) {
       check_bf16(fp8, fp8_rounded_x(n, fp8.w.cols, 5), n);
       check_bf16(fp4, fp8_rounded_x(n, fp4.w.cols, 6), n);
