@@ -389,19 +389,9 @@ struct Kernel {
   }
 
   // Row min(r0 + r + ahead, last row) is prefetched as row r0 + r is read
-  // (kPrefetchAheadBytes). Whole chunks of rows with regular scales, the common case, take
-  // the decode without masks and checks.
-  template <int R, int T>
-  static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
-                     int64_t ahead, float* y) {
-    if (w.cols % kChunk == 0 && d.regular(r0, r0 + R))
-      direct_chunks<R, T, true>(d, w, x, r0, ahead, y);
-    else
-      direct_chunks<R, T, false>(d, w, x, r0, ahead, y);
-  }
-
+  // (kPrefetchAheadBytes). kWhole: whole chunks with regular scales (direct_rows).
   template <int R, int T, bool kWhole>
-  static void direct_chunks(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
+  static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
                             int64_t ahead, float* y) {
     const int64_t cols = w.cols, xs = x_stride(w);
     const char* next[R];
@@ -439,15 +429,25 @@ struct Kernel {
     }
   }
 
+  // Whole chunks of rows with regular scales, the common case, take the decode without
+  // masks and checks; one irregular scale sends the whole range to the checked one.
   template <int T>
   static void direct_rows(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
                           int64_t r1, float* y) {
+    if (w.cols % kChunk == 0 && d.regular(r0, r1))
+      direct_range<T, true>(d, w, x, r0, r1, y);
+    else
+      direct_range<T, false>(d, w, x, r0, r1, y);
+  }
+  template <int T, bool kWhole>
+  static void direct_range(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
+                           int64_t r1, float* y) {
     int64_t r = r0;
     // R x T accumulators beside the decoder's tables and temporaries (BF16 has none).
     constexpr int R = T <= 2 || !D::kScaled ? 4 : 2;
     const int64_t ahead = prefetch_rows_ahead(w, R);
-    for (; r + R <= r1; r += R) direct<R, T>(d, w, x, r, ahead, y);
-    for (; r < r1; ++r) direct<1, T>(d, w, x, r, ahead, y);
+    for (; r + R <= r1; r += R) direct<R, T, kWhole>(d, w, x, r, ahead, y);
+    for (; r < r1; ++r) direct<1, T, kWhole>(d, w, x, r, ahead, y);
   }
 
   // ---- tiled path (n > 4): 16 rows x 512 columns decoded once to an L1 buffer -------------
