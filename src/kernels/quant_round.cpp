@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "formats/fp4.h"
 #include "formats/fp8.h"
 
 namespace flint::kernels {
@@ -52,13 +51,23 @@ float round_to_e4m3(float q) {
   return q != q ? q : r;  // NaN stays NaN
 }
 
+float round_to_e2m1(float q) {
+  // The grid {0, 0.5, 1, 1.5, 2, 3, 4, 6} as a sum of steps, one per decision point (the
+  // midpoints between neighbours; at a midpoint the even code wins: > where the lower
+  // neighbour's code is even, >= where it is odd). Every partial sum is exact.
+  const float a = std::fabs(q);
+  const float r = (a > 0.25f ? 0.5f : 0.0f) + (a >= 0.75f ? 0.5f : 0.0f) +
+                  (a > 1.25f ? 0.5f : 0.0f) + (a >= 1.75f ? 0.5f : 0.0f) +
+                  (a > 2.5f ? 1.0f : 0.0f) + (a >= 3.5f ? 1.0f : 0.0f) + (a > 5.0f ? 2.0f : 0.0f);
+  return q != q ? 0.0f : std::copysign(r, q);
+}
+
 void round_fp8_blocks(float* x, int64_t n, int64_t block) {
   round_blocks(x, n, block, 448.0f, 1e-4f, round_to_e4m3);
 }
 
 void round_fp4_blocks(float* x, int64_t n, int64_t block) {
-  round_blocks(x, n, block, 6.0f, 6.0f * std::ldexp(1.0f, -126),
-               [](float q) { return fp4_e2m1_to_float(float_to_fp4_e2m1(q)); });
+  round_blocks(x, n, block, 6.0f, 6.0f * std::ldexp(1.0f, -126), round_to_e2m1);
 }
 
 }  // namespace flint::kernels

@@ -17,6 +17,9 @@ void round_fp4_blocks(float* x, int64_t n, int64_t block);
 // fp8_e4m3_to_float(float_to_fp8_e4m3(q)) for |q| <= 448 or NaN, without branches (the
 // inner loop of round_fp8_blocks; exposed for its test).
 float round_to_e4m3(float q);
+// fp4_e2m1_to_float(float_to_fp4_e2m1(q)) for |q| <= 6 or NaN (NaN gives +0, as the codec),
+// without branches (the inner loop of round_fp4_blocks; exposed for its test).
+float round_to_e2m1(float q);
 
 // The power-of-two scale for a block with absolute maximum amax (>= the floor).
 float pow2_scale(float amax, float max_code);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/rng.h"
+#include "formats/fp4.h"
 #include "formats/fp8.h"
 #include "kernels/quant_round.h"
 
@@ -109,6 +110,22 @@ TEST(QuantRound, BranchFreeE4m3RoundingMatchesCodec) {
   }
   EXPECT_EQ(checked, 2 * ((0x43E00000 >> 12) + 1));
   EXPECT_TRUE(std::isnan(round_to_e4m3(std::bit_cast<float>(0x7FC00001u))));
+}
+
+// The same for E2M1, on every float32 in [-6, 6] whose low 8 bits are zero (the decision
+// points 0.25, 0.75, ..., 5 and their neighbours are among them), beyond it (clamped by the
+// caller, but the codec saturates and so must this), zeros and NaN.
+TEST(QuantRound, BranchFreeE2m1RoundingMatchesCodec) {
+  int64_t checked = 0;
+  for (uint32_t hi = 0; hi < (1u << 24); ++hi) {
+    const float q = std::bit_cast<float>(hi << 8);
+    if (!(std::fabs(q) <= 8.0f)) continue;
+    const float want = fp4_e2m1_to_float(float_to_fp4_e2m1(q));
+    ASSERT_EQ(std::bit_cast<uint32_t>(round_to_e2m1(q)), std::bit_cast<uint32_t>(want)) << q;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2 * ((0x41000000 >> 8) + 1));
+  EXPECT_EQ(std::bit_cast<uint32_t>(round_to_e2m1(std::bit_cast<float>(0xFFC00001u))), 0u);
 }
 
 TEST(QuantRound, PowerOfTwoScale) {
