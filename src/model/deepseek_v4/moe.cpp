@@ -50,9 +50,9 @@ void experts_forward(std::span<ExpertRun> runs, const Config& c, QuantSimulation
   // buffers are this thread's: the pool's threads get their addresses.
   float* const gate_rows = gate.data();
   const float* const up_rows = up.data();
-  // A decode step's few rows stay on this thread: waking the pool would cost more.
-  const size_t grain = total < (64u << 10) ? runs.size() : 1;
-  parallel_for(runs.size(), grain, [&](size_t b, size_t e) {
+  // A decode step's 6 or so runs of a few hundred values split too: exp makes a run a few
+  // microseconds, and the pool's threads spin between a forward pass's regions.
+  parallel_for(runs.size(), 1, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       const ExpertRun& r = runs[i];
       const int64_t inter = r.weights->w1.out_features();
