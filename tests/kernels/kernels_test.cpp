@@ -29,19 +29,21 @@ std::vector<float> random_vector(int64_t n, uint64_t seed, double scale = 1.0) {
 }
 
 TEST(RmsNorm, MatchesDefinition) {
-  const int64_t n = 3, dim = 96;
-  auto x = random_vector(n * dim, 1, 3.0);
-  auto w = random_vector(dim, 2);
-  std::vector<float> y(x.size()), y_plain(x.size());
-  rms_norm(x.data(), w.data(), n, dim, 1e-6f, y.data());
-  rms_norm(x.data(), nullptr, n, dim, 1e-6f, y_plain.data());
-  for (int64_t r = 0; r < n; ++r) {
-    double ms = 0;
-    for (int64_t i = 0; i < dim; ++i) ms += double(x[r * dim + i]) * x[r * dim + i];
-    double inv = 1.0 / std::sqrt(ms / dim + 1e-6);
-    for (int64_t i = 0; i < dim; ++i) {
-      EXPECT_NEAR(y[r * dim + i], w[i] * x[r * dim + i] * inv, 1e-5);
-      EXPECT_NEAR(y_plain[r * dim + i], x[r * dim + i] * inv, 1e-5);
+  for (const int64_t dim : {96, 100, 7}) {  // whole groups of 8 partial sums, and tails
+    const int64_t n = 3;
+    auto x = random_vector(n * dim, 1, 3.0);
+    auto w = random_vector(dim, 2);
+    std::vector<float> y(x.size()), y_plain(x.size());
+    rms_norm(x.data(), w.data(), n, dim, 1e-6f, y.data());
+    rms_norm(x.data(), nullptr, n, dim, 1e-6f, y_plain.data());
+    for (int64_t r = 0; r < n; ++r) {
+      double ms = 0;
+      for (int64_t i = 0; i < dim; ++i) ms += double(x[r * dim + i]) * x[r * dim + i];
+      double inv = 1.0 / std::sqrt(ms / dim + 1e-6);
+      for (int64_t i = 0; i < dim; ++i) {
+        EXPECT_NEAR(y[r * dim + i], w[i] * x[r * dim + i] * inv, 1e-5);
+        EXPECT_NEAR(y_plain[r * dim + i], x[r * dim + i] * inv, 1e-5);
+      }
     }
   }
 }
