@@ -25,9 +25,16 @@ void round_blocks(float* x, int64_t n, int64_t block, float max_code, float amax
                   RoundFn round_code) {
   FLINT_CHECK(block > 0 && n % block == 0, "{} values do not split into blocks of {}", n, block);
   for (int64_t b = 0; b < n; b += block) {
-    float amax = 0.0f;
-    for (int64_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(x[i]));
-    amax = std::max(amax, amax_floor);
+    // Eight partial maxima (max is exact and NaN is ignored either way): one chain of
+    // dependent maxima made this loop latency-bound.
+    float part[8] = {};
+    int64_t j = b;
+    for (; j + 8 <= b + block; j += 8) {
+      for (int k = 0; k < 8; ++k) part[k] = std::max(part[k], std::fabs(x[j + k]));
+    }
+    for (int k = 0; j < b + block; ++j, ++k) part[k] = std::max(part[k], std::fabs(x[j]));
+    float amax = amax_floor;
+    for (float p : part) amax = std::max(amax, p);
     float s = pow2_scale(amax, max_code);
     const float inv = 1.0f / s;  // exact: s is a power of two within 2^-126 .. 2^126
     for (int64_t i = b; i < b + block; ++i) {
