@@ -4,7 +4,7 @@
 // column layout: matmul_isa.h.
 //
 // Cost per 128 columns of one row (n = 1): FP8 2 x (2 vpermi2b + 1 vpternlogd + 2 unpacks),
-// FP4 (and, shift, and, 4 vpshufb, 4 unpacks) + a 4-group scale vector; then 4 vdpbf16ps
+// FP4 (3 shifts, 4 vpermw) + a 4-group scale vector; then 4 vdpbf16ps
 // and 1 FMA per input, against 8 (FP8) or 4 (FP4) decode steps + 8 FMAs in the float32
 // variant. x is converted to bf16 once per call, permuted to the weight's decode order.
 #include <immintrin.h>
@@ -58,7 +58,7 @@ int chunk_column(WeightFormat f, int v, int j) {
     case WeightFormat::kFp8Block128:
       return 64 * (v / 2) + 16 * (j / 8) + 8 * (v % 2) + j % 8;
     case WeightFormat::kFp4Mx32:
-      return 2 * (16 * (j / 8) + 8 * (v % 2) + j % 8) + v / 2;
+      return 4 * j + v;
     default:
       return 32 * v + j;
   }
@@ -73,8 +73,8 @@ uint16_t bf16_bits(float f) {  // exact for the values tabled here
 struct Tables {
   // bf16 of E4M3 magnitude m (0..127; 127 is NaN): low bytes, then high bytes.
   alignas(64) uint8_t fp8_lo[128], fp8_hi[128];
-  // bf16 of the 16 E2M1 codes, low and high bytes, once per 128-bit lane (vpshufb).
-  alignas(64) uint8_t fp4_lo[64], fp4_hi[64];
+  // bf16 of E2M1 code i % 16 (vpermw reads 5 index bits).
+  alignas(64) uint16_t fp4[32];
   // x's permutation, per format and vector v: word j of v is word idx[j] (0..63) of the
   // chunk's natural words 0..63 (mask bit clear) or 64..127 (set).
   alignas(64) uint16_t perm_idx[3][4][32];
@@ -93,11 +93,7 @@ const Tables& tables() {
       t.fp8_lo[m] = static_cast<uint8_t>(b);
       t.fp8_hi[m] = static_cast<uint8_t>(b >> 8);
     }
-    for (int i = 0; i < 64; ++i) {
-      const uint16_t b = bf16_bits(kFp4E2M1Values[i % 16]);
-      t.fp4_lo[i] = static_cast<uint8_t>(b);
-      t.fp4_hi[i] = static_cast<uint8_t>(b >> 8);
-    }
+    for (int i = 0; i < 32; ++i) t.fp4[i] = bf16_bits(kFp4E2M1Values[i % 16]);
     for (WeightFormat f :
          {WeightFormat::kFp8Block128, WeightFormat::kFp4Mx32, WeightFormat::kBF16}) {
       const int s = format_slot(f);
@@ -233,31 +229,31 @@ struct Fp8Decoder {
   }
 };
 
-// E2M1: low and high nibbles index 16-entry byte tables (vpshufb). A 128-bit lane of the
-// 64 bytes is one 32-column scale group, and stays one after unpacking.
+// E2M1: word j of the chunk's 64 bytes holds columns 4j .. 4j + 3, one nibble each; shifting
+// it right by 4v puts column 4j + v's nibble in the 5 bits vpermw reads from a 32-word table
+// of bf16 values (the bit above the nibble picks the table's upper copy). Words 8g .. 8g + 7
+// are scale group g, lanes 4g .. 4g + 3 of the products.
 struct Fp4Decoder {
   static constexpr bool kScaled = true;
   const uint8_t* data;
   const uint8_t* scales;
   int64_t cols;
-  Vi lo, hi, nibble, rotate, exponent;
+  Vi table, rotate, exponent;
   explicit Fp4Decoder(const WeightMatrix& w)
       : data(reinterpret_cast<const uint8_t*>(w.data)),
         scales(reinterpret_cast<const uint8_t*>(w.scale)),
         cols(w.cols) {
-    const Tables& t = tables();
-    lo = _mm512_load_si512(t.fp4_lo);
-    hi = _mm512_load_si512(t.fp4_hi);
-    nibble = _mm512_set1_epi8(0x0F);
+    table = _mm512_load_si512(tables().fp4);
     // Rotating the 4 codes left by 23 - 8g puts code g in a float's exponent field: no
     // shuffle (the scarce unit: decoding is shuffles).
     rotate = _mm512_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15, 7, 7, 7, 7, 31, 31, 31, 31);
     exponent = _mm512_set1_epi32(0x7F800000);
   }
-  [[gnu::always_inline]] void nibbles(Vi n, Vi* w) const {
-    const Vi l = _mm512_shuffle_epi8(lo, n), h = _mm512_shuffle_epi8(hi, n);
-    w[0] = _mm512_unpacklo_epi8(l, h);
-    w[1] = _mm512_unpackhi_epi8(l, h);
+  [[gnu::always_inline]] void nibbles(Vi b, Vi* w) const {
+    w[0] = _mm512_permutexvar_epi16(b, table);
+    w[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), table);
+    w[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(b, 8), table);
+    w[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(b, 12), table);
   }
   // The E8M0 codes of 4 groups as floats, lanes 4g .. 4g + 3 for group g; absent groups 0.
   V group_scales(const uint8_t* p, int64_t groups) const {
@@ -292,8 +288,7 @@ struct Fp4Decoder {
   Row row(int64_t r) const { return {data + r * cols / 2, scales + r * (cols / 32)}; }
   [[gnu::always_inline]] void whole(const Row& row, int64_t c, Vi* w, V* scale) const {
     const Vi b = _mm512_loadu_si512(row.p + c / 2);
-    nibbles(_mm512_and_si512(b, nibble), w);
-    nibbles(_mm512_and_si512(_mm512_srli_epi16(b, 4), nibble), w + 2);
+    nibbles(b, w);
     float four;  // a broadcast load of 4 codes, rotated as in group_scales
     std::memcpy(&four, row.codes + c / 32, 4);
     const Vi e = _mm512_rolv_epi32(_mm512_castps_si512(_mm512_set1_ps(four)), rotate);
@@ -301,8 +296,7 @@ struct Fp4Decoder {
   }
   void chunk(int64_t r, int64_t c, int64_t valid, Vi* w, V* scale) const {
     const Vi b = load_bytes(data + (r * cols + c) / 2, valid / 2);
-    nibbles(_mm512_and_si512(b, nibble), w);
-    nibbles(_mm512_and_si512(_mm512_srli_epi16(b, 4), nibble), w + 2);
+    nibbles(b, w);
     *scale = group_scales(scales + r * (cols / 32) + c / 32, std::min<int64_t>(4, valid / 32));
   }
 };
@@ -392,7 +386,7 @@ struct Kernel {
   // (kPrefetchAheadBytes). kWhole: whole chunks with regular scales (direct_rows).
   template <int R, int T, bool kWhole>
   static void direct(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
-                            int64_t ahead, float* y) {
+                     int64_t ahead, float* y) {
     const int64_t cols = w.cols, xs = x_stride(w);
     const char* next[R];
     typename D::Row rows[R];

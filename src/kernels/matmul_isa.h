@@ -18,7 +18,7 @@
 // float32 (checked on Zen 5; bf16 subnormal inputs, a subnormal accumulator and subnormal
 // sums count as zero). A block is read in chunks of 128 columns = 4 vectors of 32 words;
 // word j of vector v (0..3) of a chunk holds column
-//   BF16: 32v + j;  FP8: 64(v/2) + 16(j/8) + 8(v%2) + j%8;  FP4: 2(16(j/8) + 8(v%2) + j%8) + v/2
+//   BF16: 32v + j;  FP8: 64(v/2) + 16(j/8) + 8(v%2) + j%8;  FP4: 4j + v
 // of it (past the last column: zero). BF16: each lane's partial sum is one vdpbf16ps chain
 // over the block's chunks and vectors in order. FP8 and FP4: per chunk, a chain starting
 // from zero over its 4 vectors, then lane sum = fma(chain, scale, lane sum), where scale is

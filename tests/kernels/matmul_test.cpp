@@ -372,7 +372,7 @@ float emulate_bf16(const Owned& o, const float* x, int64_t r) {
       case WeightFormat::kFp8Block128:
         return 64 * (v / 2) + 16 * (j / 8) + 8 * (v % 2) + j % 8;
       case WeightFormat::kFp4Mx32:
-        return 2 * (16 * (j / 8) + 8 * (v % 2) + j % 8) + v / 2;
+        return 4 * j + v;
       default:
         return 32 * v + j;
     }
