@@ -10,7 +10,7 @@ namespace flint::kv {
 using kernels::KvRowFormat;
 
 PagedSequence::PagedSequence(const dsv4::Config& config, const KvLayout& layout, PagePool& pool)
-    : config_(&config), layout_(&layout), pool_(&pool) {
+    : layout_(&layout), pool_(&pool) {
   layers_.reserve(static_cast<size_t>(layout.num_layers));
   for (int32_t i = 0; i < layout.num_layers; ++i) {
     layers_.emplace_back(this, i);

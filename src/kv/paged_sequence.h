@@ -89,7 +89,6 @@ class PagedSequence final : public dsv4::SequenceKv {
   void copy_state(const PagedSequence& other);
 
  private:
-  const dsv4::Config* config_;
   const KvLayout* layout_;
   PagePool* pool_;
   int64_t length_ = 0;
