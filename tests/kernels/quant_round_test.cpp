@@ -98,35 +98,40 @@ TEST(QuantRound, Fp4BlocksMatchDefinition) {
   }
 }
 
-// The branch-free rounding against the codec, on every float32 in [-448, 448] whose low 12
-// bits are zero (1.1 million values; every E4M3 rounding boundary and its neighbours are
+// round(q) against codec(q) bit for bit on every float32 q with |q| <= limit whose low
+// `zero_bits` bits are zero; returns how many were checked.
+template <class Round, class Codec>
+int64_t check_against_codec(int zero_bits, float limit, Round round, Codec codec) {
+  int64_t checked = 0;
+  for (uint32_t hi = 0; hi < (1u << (32 - zero_bits)); ++hi) {  // the sign included
+    const float q = std::bit_cast<float>(hi << zero_bits);
+    if (!(std::fabs(q) <= limit)) continue;
+    const uint32_t got = std::bit_cast<uint32_t>(round(q)),
+                   want = std::bit_cast<uint32_t>(codec(q));
+    EXPECT_EQ(got, want) << q;
+    if (got != want) return -1;
+    ++checked;
+  }
+  return checked;
+}
+
+// The branch-free E4M3 rounding against the codec, on every float32 in [-448, 448] whose low
+// 12 bits are zero (1.1 million values; every E4M3 rounding boundary and its neighbours are
 // among them: boundaries lie on multiples of 2^-10 below 2^-6 and on 4-bit mantissas
 // above, and 11 mantissa bits tell ties from values past them), plus NaN.
 TEST(QuantRound, BranchFreeE4m3RoundingMatchesCodec) {
-  int64_t checked = 0;
-  for (uint32_t hi = 0; hi < (1u << 20); ++hi) {  // bits 12..31, the sign included
-    const float q = std::bit_cast<float>(hi << 12);
-    if (!(std::fabs(q) <= 448.0f)) continue;
-    const float want = fp8_e4m3_to_float(float_to_fp8_e4m3(q));
-    ASSERT_EQ(std::bit_cast<uint32_t>(round_to_e4m3(q)), std::bit_cast<uint32_t>(want)) << q;
-    ++checked;
-  }
+  const int64_t checked = check_against_codec(
+      12, 448.0f, round_to_e4m3, [](float q) { return fp8_e4m3_to_float(float_to_fp8_e4m3(q)); });
   EXPECT_EQ(checked, 2 * ((0x43E00000 >> 12) + 1));
   EXPECT_TRUE(std::isnan(round_to_e4m3(std::bit_cast<float>(0x7FC00001u))));
 }
 
-// The same for E2M1, on every float32 in [-6, 6] whose low 8 bits are zero (the decision
-// points 0.25, 0.75, ..., 5 and their neighbours are among them), beyond it (clamped by the
-// caller, but the codec saturates and so must this), zeros and NaN.
+// The same for E2M1, on every float32 in [-8, 8] whose low 8 bits are zero (the decision
+// points 0.25, 0.75, ..., 5 and their neighbours are among them; beyond 6 the caller clamps,
+// but the codec saturates and so must this), zeros, and NaN (+0, as the codec).
 TEST(QuantRound, BranchFreeE2m1RoundingMatchesCodec) {
-  int64_t checked = 0;
-  for (uint32_t hi = 0; hi < (1u << 24); ++hi) {
-    const float q = std::bit_cast<float>(hi << 8);
-    if (!(std::fabs(q) <= 8.0f)) continue;
-    const float want = fp4_e2m1_to_float(float_to_fp4_e2m1(q));
-    ASSERT_EQ(std::bit_cast<uint32_t>(round_to_e2m1(q)), std::bit_cast<uint32_t>(want)) << q;
-    ++checked;
-  }
+  const int64_t checked = check_against_codec(
+      8, 8.0f, round_to_e2m1, [](float q) { return fp4_e2m1_to_float(float_to_fp4_e2m1(q)); });
   EXPECT_EQ(checked, 2 * ((0x41000000 >> 8) + 1));
   EXPECT_EQ(std::bit_cast<uint32_t>(round_to_e2m1(std::bit_cast<float>(0xFFC00001u))), 0u);
 }
