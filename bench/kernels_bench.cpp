@@ -3,6 +3,7 @@
 //    beyond the caches; bytes/s counts the weight's bytes (data plus scales) per call, so a
 //    kernel that reads at BM_MemoryRead's rate is at the memory roofline;
 //  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops;
+//  - BM_MatmulHead: the bench preset's BF16 output head, 1 and 16 inputs, GFLOP/s;
 //  - BM_HeadDots / BM_HeadWeightedSums: one token's attention over 256 keys (window plus
 //    compressed entries) for 8 heads of 512 dims (bench preset; V4-Flash has 64), GFLOP/s;
 //    the second argument is the heads per call (1: each head alone; for head_dots one
@@ -120,6 +121,23 @@ void BM_MatmulPrefill(benchmark::State& state, WeightFormat format, bool bf16_x)
 FLINT_MATMUL_BENCH(BM_MatmulPrefill, bf16, WeightFormat::kBF16, 16, 128)
 FLINT_MATMUL_BENCH(BM_MatmulPrefill, fp8_block128, WeightFormat::kFp8Block128, 16, 128)
 FLINT_MATMUL_BENCH(BM_MatmulPrefill, fp4_mx32, WeightFormat::kFp4Mx32, 16, 128)
+
+// The output head of the bench preset: 129,280 vocabulary rows x 1024 BF16 columns (265 MB,
+// streamed from memory) times range(0) float32 inputs, as a decode step of that many
+// sequences computes it (its input is not rounded, so it runs the float32 variant).
+void BM_MatmulHead(benchmark::State& state) {
+  const int64_t rows = 129280, cols = 1024, n = state.range(0);
+  const OwnedWeight o = make_weight(WeightFormat::kBF16, rows, cols);
+  std::vector<float> x(static_cast<size_t>(n * cols), 0.5f), y(static_cast<size_t>(n * rows));
+  for (auto _ : state) {
+    kernels::matmul(o.w, x.data(), n, y.data(), /*bf16_x=*/false);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(rows * cols * n) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatmulHead)->Arg(1)->Arg(16)->UseRealTime();
 
 // Keys and per-head inputs in cache, as attention finds them for one token.
 struct HeadProblem {
