@@ -4,6 +4,7 @@
 //    kernel that reads at BM_MemoryRead's rate is at the memory roofline;
 //  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops;
 //  - BM_MatmulHead: the bench preset's BF16 output head, 1 and 16 inputs, GFLOP/s;
+//  - BM_MatmulExperts: a batch-1 decode step's 72 routed FP4 experts (bench preset), bytes/s;
 //  - BM_HeadDots / BM_HeadWeightedSums: one token's attention over 256 keys (window plus
 //    compressed entries) for 8 heads of 512 dims (bench preset; V4-Flash has 64), GFLOP/s;
 //    the second argument is the heads per call (1: each head alone; for head_dots one
@@ -76,6 +77,7 @@ OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols) {
   }
   o.w.data = reinterpret_cast<const std::byte*>(o.data.data());
   o.w.scale = o.scale.empty() ? nullptr : reinterpret_cast<const std::byte*>(o.scale.data());
+  o.w.mark_regular_scales();  // as the model binds its weights
   return o;
 }
 
@@ -138,6 +140,48 @@ void BM_MatmulHead(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MatmulHead)->Arg(1)->Arg(16)->UseRealTime();
+
+// A batch-1 decode step's routed experts on the bench preset: 12 layers x 6 of 64 experts,
+// each w1 and w3 (512 x 1024 FP4) in one matmul_many, then w2 (1024 x 512); 768 experts'
+// matrices (600 MB) in one buffer, so each step reads experts scattered over it, as a
+// model's are in the mmap. range(0) tokens per expert. Bytes/s count the matrices read.
+void BM_MatmulExperts(benchmark::State& state) {
+  constexpr int64_t kExperts = 768, kInter = 512, kHidden = 1024, kLayers = 12, kTop = 6;
+  const int64_t n = state.range(0);
+  const OwnedWeight w13 = make_weight(WeightFormat::kFp4Mx32, 2 * kExperts * kInter, kHidden);
+  const OwnedWeight w2 = make_weight(WeightFormat::kFp4Mx32, kExperts * kHidden, kInter);
+  std::vector<WeightMatrix> gate_up, down;
+  for (int64_t e = 0; e < kExperts; ++e) {
+    gate_up.push_back(w13.w.row_slice(2 * e * kInter, (2 * e + 1) * kInter));
+    gate_up.push_back(w13.w.row_slice((2 * e + 1) * kInter, (2 * e + 2) * kInter));
+    down.push_back(w2.w.row_slice(e * kHidden, (e + 1) * kHidden));
+  }
+  std::vector<float> x(static_cast<size_t>(n * kHidden), 0.5f),
+      h(static_cast<size_t>(kTop * 2 * n * kInter), 0.25f),
+      y(static_cast<size_t>(kTop * n * kHidden));
+  uint64_t pick = 1;
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    for (int64_t layer = 0; layer < kLayers; ++layer) {
+      std::vector<kernels::MatmulTask> first, second;
+      for (int64_t k = 0; k < kTop; ++k) {
+        pick = pick * 6364136223846793005ull + 1442695040888963407ull;
+        const auto e = static_cast<size_t>((pick >> 33) % 64 + 64 * static_cast<uint64_t>(layer));
+        for (int j = 0; j < 2; ++j)
+          first.push_back(
+              {&gate_up[2 * e + j], x.data(), n, h.data() + (2 * k + j) * n * kInter, true});
+        second.push_back(
+            {&down[e], h.data() + 2 * k * n * kInter, n, y.data() + k * n * kHidden, true});
+        bytes += static_cast<int64_t>(2 * gate_up[2 * e].nbytes() + down[e].nbytes());
+      }
+      kernels::matmul_many(first);
+      kernels::matmul_many(second);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(bytes);
+}
+BENCHMARK(BM_MatmulExperts)->Arg(1)->Arg(2)->UseRealTime();
 
 // Keys and per-head inputs in cache, as attention finds them for one token.
 struct HeadProblem {

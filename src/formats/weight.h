@@ -33,12 +33,20 @@ struct WeightMatrix {
   const std::byte* data = nullptr;   // not owned
   const std::byte* scale = nullptr;  // not owned; null for kF32 / kBF16
   DType scale_dtype = DType::F8_E8M0;
+  // True when every E8M0 scale code is known to be neither 0 (a subnormal scale) nor 255
+  // (NaN), the codes whose float is not code << 23: set once by mark_regular_scales(), so
+  // kernels skip scanning the codes of every row range they read. False means unknown (the
+  // kernels check). Views (row_slice, copy_columns) keep it: their codes are a subset.
+  bool regular_scales = false;
 
   bool empty() const { return data == nullptr; }
   // Bytes of data plus scales (what a matmul streams from memory).
   uint64_t nbytes() const;
   uint64_t data_bytes() const;
   uint64_t scale_bytes() const;
+  // Scans the scale codes (one pass over scale_bytes()) and sets regular_scales; float32
+  // scales and unscaled formats count as regular.
+  void mark_regular_scales();
   // Writes rows [row_begin, row_end) as float32 to `out` ((row_end - row_begin) * cols).
   void dequantize_rows(int64_t row_begin, int64_t row_end, float* out) const;
   // A view of rows [row_begin, row_end): row_begin must be a multiple of 128 for kFp8Block128.

@@ -424,11 +424,13 @@ struct Kernel {
   }
 
   // Whole chunks of rows with regular scales, the common case, take the decode without
-  // masks and checks; one irregular scale sends the whole range to the checked one.
+  // masks and checks; one irregular scale sends the whole range to the checked one. A
+  // matrix marked regular (WeightMatrix::regular_scales, the model's weights) skips the
+  // scan, which read each unit's scales before its data (about 4% of FP4 expert time).
   template <int T>
   static void direct_rows(const D& d, const WeightMatrix& w, const uint16_t* x, int64_t r0,
                           int64_t r1, float* y) {
-    if (w.cols % kChunk == 0 && d.regular(r0, r1))
+    if (w.cols % kChunk == 0 && (w.regular_scales || d.regular(r0, r1)))
       direct_range<T, true>(d, w, x, r0, r1, y);
     else
       direct_range<T, false>(d, w, x, r0, r1, y);

@@ -194,6 +194,32 @@ TEST(WeightMatrix, CopyColumnsKeepsEveryElement) {
   EXPECT_TRUE(fp4.w.can_cut_columns_at(96));
 }
 
+// Codes 0 and 255 anywhere (first, inside, in the tail after the last whole 8 bytes) make
+// a matrix irregular; formats without E8M0 scales are regular.
+TEST(WeightMatrix, MarkRegularScales) {
+  Owned fp4 = make(WeightFormat::kFp4Mx32, 3, 96, 1);  // 9 codes: one word and a tail
+  fp4.w.mark_regular_scales();
+  EXPECT_TRUE(fp4.w.regular_scales);
+  for (size_t at : {size_t{0}, size_t{5}, size_t{8}}) {
+    for (uint8_t code : {uint8_t{0}, uint8_t{255}}) {
+      Owned bad = make(WeightFormat::kFp4Mx32, 3, 96, 1);
+      bad.scale[at] = code;
+      bad.w.mark_regular_scales();
+      EXPECT_FALSE(bad.w.regular_scales) << "code " << int(code) << " at " << at;
+    }
+  }
+  Owned fp8 = make(WeightFormat::kFp8Block128, 300, 1100, 2);  // 3 x 9 codes
+  fp8.scale.back() = 255;
+  fp8.w.mark_regular_scales();
+  EXPECT_FALSE(fp8.w.regular_scales);
+  for (const Owned& o : {make(WeightFormat::kFp8Block128, 130, 256, 3, DType::F32),
+                         make(WeightFormat::kBF16, 2, 64, 4), make(WeightFormat::kF32, 2, 8, 5)}) {
+    WeightMatrix w = o.w;
+    w.mark_regular_scales();
+    EXPECT_TRUE(w.regular_scales) << weight_format_name(w.format);
+  }
+}
+
 TEST(Matmul, EveryFormatMatchesDefinition) {
   // n = 1..4 take the decode path, 5..11 the tiled one (every remainder of the AVX-512
   // register tile's 6 inputs); widths cross 512-column blocks, and 70, 300 and 1100 end in
@@ -517,6 +543,13 @@ TEST(MatmulBf16, SpecialCodesAndScales) {
     fp8.w.scale = reinterpret_cast<const std::byte*>(fp8.scale.data());
     Owned fp4 = make(WeightFormat::kFp4Mx32, 9, 256, 22);
     for (size_t i = 0; i < fp4.scale.size(); ++i) fp4.scale[i] = (*codes)[(i * 3) % 5];
+    // As the model binds its weights: the regular lists are marked, and their fast decode
+    // runs without scanning the codes.
+    fp8.w.mark_regular_scales();
+    fp4.w.mark_regular_scales();
+    const bool regular = codes == &small_regular || codes == &large_regular;
+    ASSERT_EQ(fp8.w.regular_scales, regular);
+    ASSERT_EQ(fp4.w.regular_scales, regular);
     for (int64_t n : {1, 4, 6}) {
       check_bf16(fp8, fp8_rounded_x(n, fp8.w.cols, 5), n);
       check_bf16(fp4, fp8_rounded_x(n, fp4.w.cols, 6), n);

@@ -189,6 +189,7 @@ class Binder final : public ParamVisitor {
         w.scale_dtype = DType::F8_E8M0;
         break;
     }
+    w.mark_regular_scales();
     out.quantize_input = quantize_input;
   }
   void matrix(WeightMatrix& out, const std::string& name, int64_t rows, int64_t cols,
