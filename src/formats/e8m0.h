@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace flint {
 
@@ -40,6 +41,23 @@ inline uint8_t float_to_e8m0(float x) {
   const uint32_t exponent = abs_bits >> 23;
   const uint32_t code = exponent + ((abs_bits & 0x7FFFFFu) >= 0x400000u ? 1u : 0u);
   return code > 254 ? 0xFF : static_cast<uint8_t>(code);
+}
+
+// Whether none of `count` codes is 0 (a subnormal scale) or 255 (NaN): the codes whose
+// float is not simply code << 23, which kernels must treat specially. Eight codes a step.
+inline bool e8m0_codes_regular(const uint8_t* codes, uint64_t count) {
+  // A zero byte of v (code 0) or of ~v (code 255) sets that byte's top bit.
+  const auto has_zero_byte = [](uint64_t v) {
+    return (v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull;
+  };
+  uint64_t i = 0, found = 0;
+  for (; i + 8 <= count; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, codes + i, 8);
+    found |= has_zero_byte(v) | has_zero_byte(~v);
+  }
+  for (; i < count; ++i) found |= codes[i] == 0 || codes[i] == 255;
+  return found == 0;
 }
 
 }  // namespace flint

@@ -12,6 +12,7 @@
 #include "base/progress.h"
 #include "base/strings.h"
 #include "base/timer.h"
+#include "formats/e8m0.h"
 
 namespace flint {
 
@@ -278,7 +279,8 @@ LoadReport load_params(const std::shared_ptr<const Checkpoint>& checkpoint,
     }
     if (options.check_scales && spec->dtype == DType::F8_E8M0) {
       const auto* p = reinterpret_cast<const uint8_t*>(param.bytes.data());
-      for (size_t i = 0; i < param.bytes.size(); ++i) {
+      param.regular_e8m0 = e8m0_codes_regular(p, param.bytes.size());
+      for (size_t i = 0; !param.regular_e8m0 && i < param.bytes.size(); ++i) {
         if (p[i] == 0xFF) {
           report.corrupt.push_back(
               {spec->name, bytes, fmt::format("{}: E8M0 scale {} is 0xFF (NaN)", spec->name, i)});

@@ -30,6 +30,9 @@ struct LoadedParam {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::span<const std::byte> bytes;
+  // E8M0 scales checked at load (LoadOptions::check_scales) and free of codes 0 and 255
+  // (e8m0_codes_regular): kernels then skip their own check. False when not checked.
+  bool regular_e8m0 = false;
 };
 
 // The parameters of one component, valid as long as this object (it shares the checkpoint).

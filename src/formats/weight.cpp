@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "formats/bf16.h"
 #include "formats/block_dequant.h"
+#include "formats/e8m0.h"
 
 namespace flint {
 
@@ -56,24 +57,8 @@ uint64_t WeightMatrix::scale_bytes() const {
 uint64_t WeightMatrix::nbytes() const { return data_bytes() + scale_bytes(); }
 
 void WeightMatrix::mark_regular_scales() {
-  if (scale == nullptr || scale_dtype != DType::F8_E8M0) {
-    regular_scales = true;
-    return;
-  }
-  // Eight codes at a time: a zero byte of v (code 0) or of ~v (code 255) sets its top bit.
-  const auto* codes = reinterpret_cast<const uint8_t*>(scale);
-  const uint64_t count = scale_bytes();
-  const auto has_zero_byte = [](uint64_t v) {
-    return (v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull;
-  };
-  uint64_t i = 0, found = 0;
-  for (; i + 8 <= count; i += 8) {
-    uint64_t v;
-    std::memcpy(&v, codes + i, 8);
-    found |= has_zero_byte(v) | has_zero_byte(~v);
-  }
-  for (; i < count; ++i) found |= codes[i] == 0 || codes[i] == 255;
-  regular_scales = found == 0;
+  regular_scales = scale == nullptr || scale_dtype != DType::F8_E8M0 ||
+                   e8m0_codes_regular(reinterpret_cast<const uint8_t*>(scale), scale_bytes());
 }
 
 void WeightMatrix::dequantize_rows(int64_t row_begin, int64_t row_end, float* out) const {

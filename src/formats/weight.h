@@ -34,9 +34,10 @@ struct WeightMatrix {
   const std::byte* scale = nullptr;  // not owned; null for kF32 / kBF16
   DType scale_dtype = DType::F8_E8M0;
   // True when every E8M0 scale code is known to be neither 0 (a subnormal scale) nor 255
-  // (NaN), the codes whose float is not code << 23: set once by mark_regular_scales(), so
-  // kernels skip scanning the codes of every row range they read. False means unknown (the
-  // kernels check). Views (row_slice, copy_columns) keep it: their codes are a subset.
+  // (NaN), the codes whose float is not code << 23 (e8m0_codes_regular), so kernels skip
+  // scanning the codes of every row range they read; false means unknown (the kernels
+  // check). Set once: by the model from the loader's scale check (LoadedParam), or by
+  // mark_regular_scales(). Views (row_slice, copy_columns) keep it: their codes are a subset.
   bool regular_scales = false;
 
   bool empty() const { return data == nullptr; }

@@ -182,6 +182,31 @@ TEST(Loader, EveryProblemIsReportedInOneError) {
   EXPECT_NE(e.find("layers.0.attn.wq_a.scale: E8M0 scale 0 is 0xFF (NaN)"), std::string::npos) << e;
 }
 
+// The loader's scale check also tells the kernels which FP8 and FP4 weights have only
+// regular E8M0 codes (not 0 or 255), so they need not scan them again per call. A code 0
+// (2^-127, valid) keeps its weight on the checked path; unchecked scales mark nothing.
+TEST(Loader, CheckedScalesMarkRegularWeights) {
+  auto dir = edited_copy(tiny_checkpoint(), "subnormal-scale", [](std::vector<EditableTensor>& t) {
+    for (auto& x : t) {
+      if (x.name == "layers.0.attn.wq_a.scale") x.bytes[1] = std::byte{0};
+    }
+  });
+  LoadOptions options;
+  options.log = false;
+  const std::unique_ptr<Model> model = load_model(dir, options);
+  const TargetWeights& w = model->weights();
+  EXPECT_FALSE(w.layers[0].attn.wq_a.weight.regular_scales);
+  EXPECT_TRUE(w.layers[0].attn.wq_b.weight.regular_scales);
+  EXPECT_TRUE(w.layers[1].attn.wq_a.weight.regular_scales);
+  EXPECT_EQ(w.layers[0].ffn.experts[0].w1.weight.format, WeightFormat::kFp4Mx32);
+  EXPECT_TRUE(w.layers[0].ffn.experts[0].w1.weight.regular_scales);
+
+  options.check_scales = false;
+  const std::unique_ptr<Model> unchecked = load_model(dir, options);
+  EXPECT_FALSE(unchecked->weights().layers[1].attn.wq_a.weight.regular_scales);
+  EXPECT_FALSE(unchecked->weights().layers[0].ffn.experts[0].w1.weight.regular_scales);
+}
+
 // What `flint inspect` does: headers only. The NaN check of the E8M0 scales would read every
 // scale byte (8.6 GiB for DeepSeek-V4-Flash), so inspect turns it off and the report says so.
 TEST(Loader, WithoutReadingPagesTheReportSaysWhatWasRead) {

@@ -189,7 +189,10 @@ class Binder final : public ParamVisitor {
         w.scale_dtype = DType::F8_E8M0;
         break;
     }
-    w.mark_regular_scales();
+    // What the loader's scale check found (unchecked, as on a tensor-parallel rank: false,
+    // and the kernels check each row range).
+    w.regular_scales = w.scale == nullptr || w.scale_dtype != DType::F8_E8M0 ||
+                       params_.at(name + ".scale").regular_e8m0;
     out.quantize_input = quantize_input;
   }
   void matrix(WeightMatrix& out, const std::string& name, int64_t rows, int64_t cols,
