@@ -119,18 +119,6 @@ Vi load_bytes(const uint8_t* p, int64_t count) {
   return count >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(first_bits(count), p);
 }
 
-// Whether none of `count` E8M0 codes is 0 (a float32 subnormal) or 255 (NaN): the codes
-// whose float is not simply code << 23.
-bool regular_codes(const uint8_t* p, int64_t count) {
-  const Vi zero = _mm512_setzero_si512(), ones = _mm512_set1_epi8(-1);
-  for (int64_t i = 0; i < count; i += 64) {
-    const Vi b = load_bytes(p + i, count - i);
-    const __mmask64 valid = first_bits(count - i);
-    if ((_mm512_cmpeq_epi8_mask(b, zero) | _mm512_cmpeq_epi8_mask(b, ones)) & valid) return false;
-  }
-  return true;
-}
-
 // Decoders: chunk(r, c, valid, w, scale) writes the 4 bf16 vectors of columns
 // [c, c + 128) of row r (zero past `valid`) and, for kScaled formats, the scale per lane;
 // at(r, c) is where that chunk's kChunkBytes bytes start (chunks start on 64-byte lines
@@ -199,8 +187,8 @@ struct Fp8Decoder {
   bool regular(int64_t r0, int64_t r1) const {
     if (m->scale_dtype == DType::F32) return true;
     const int64_t per_row = (m->cols + 127) / 128;
-    return regular_codes(reinterpret_cast<const uint8_t*>(m->scale) + r0 / 128 * per_row,
-                         ((r1 - 1) / 128 - r0 / 128 + 1) * per_row);
+    return e8m0_codes_regular(reinterpret_cast<const uint8_t*>(m->scale) + r0 / 128 * per_row,
+                              static_cast<uint64_t>(((r1 - 1) / 128 - r0 / 128 + 1) * per_row));
   }
   struct Row {
     const uint8_t* p;
@@ -279,7 +267,8 @@ struct Fp4Decoder {
   static constexpr int kChunkBytes = kChunk / 2;
   const void* at(int64_t r, int64_t c) const { return data + (r * cols + c) / 2; }
   bool regular(int64_t r0, int64_t r1) const {
-    return regular_codes(scales + r0 * (cols / 32), (r1 - r0) * (cols / 32));
+    return e8m0_codes_regular(scales + r0 * (cols / 32),
+                              static_cast<uint64_t>((r1 - r0) * (cols / 32)));
   }
   struct Row {
     const uint8_t* p;
