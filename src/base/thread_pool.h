@@ -7,7 +7,7 @@
 // Cost: workers spin for a while (kSpinMicros) after each job before they sleep, so the
 // back-to-back calls of a forward pass start in well under a microsecond; after a pause a
 // call pays one futex wake-up (tens of microseconds on a virtual machine). Chunks are
-// handed out by an atomic counter.
+// handed out by an atomic counter, long ones first and a grain at the end (guided).
 #pragma once
 
 #include <atomic>
@@ -46,7 +46,7 @@ class ThreadPool {
   // workers after they see the new generation (acquire).
   const std::function<void(std::size_t, std::size_t)>* body_ = nullptr;
   std::size_t n_ = 0;
-  std::size_t chunk_ = 1;
+  std::size_t grain_ = 1;
   std::atomic<std::size_t> next_{0};     // next chunk start
   std::atomic<std::size_t> pending_{0};  // workers that have not finished the current job
   std::atomic<std::size_t> generation_{0};

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace flint {
@@ -21,6 +24,34 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
       });
       for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
     }
+  }
+}
+
+// Guided chunks: the first takes 1/(2 x threads) of the range, each later one 1/(2 x
+// threads) of what is left, never less than the grain, so the last chunks are a grain and
+// the threads finish close together.
+TEST(ThreadPool, ChunksShrinkFromAShareToTheGrain) {
+  for (std::size_t threads : {2u, 4u}) {
+    ThreadPool pool(threads);
+    constexpr std::size_t kN = 1000, kGrain = 3;
+    std::mutex mutex;
+    std::vector<std::pair<std::size_t, std::size_t>> chunks;
+    pool.parallel_for(kN, kGrain, [&](std::size_t b, std::size_t e) {
+      std::lock_guard lock(mutex);
+      chunks.emplace_back(b, e);
+    });
+    std::sort(chunks.begin(), chunks.end());
+    ASSERT_FALSE(chunks.empty());
+    EXPECT_EQ(chunks.front(), std::make_pair(std::size_t{0}, kN / (2 * threads)));
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      const auto [b, e] = chunks[i];
+      EXPECT_EQ(b, at) << "chunks tile the range";
+      EXPECT_EQ(e - b, std::min(kN - b, std::max(kGrain, (kN - b) / (2 * threads)))) << "at " << b;
+      at = e;
+    }
+    EXPECT_EQ(at, kN);
+    EXPECT_LE(chunks.back().second - chunks.back().first, kGrain);
   }
 }
 
