@@ -22,6 +22,7 @@
 
 #include "base/memory_bandwidth.h"
 #include "kernels/dot.h"
+#include "kernels/kv_codec.h"
 #include "kernels/matmul.h"
 #include "kernels/peak_flops.h"
 
@@ -232,6 +233,30 @@ void BM_HeadWeightedSums(benchmark::State& state) {
   head_rate(state, heads);
 }
 BENCHMARK(BM_HeadWeightedSums)->Args({8, 8})->Args({8, 1})->UseRealTime();
+
+// A decode step's window read on one layer of the bench preset: 128 stored KV rows of 512
+// values (448 E4M3 in blocks of 64 with E8M0 scales, 64 bf16 rope dims), decoded to
+// float32 as attention reads them; values/s.
+void BM_KvWindowDecode(benchmark::State& state) {
+  const kernels::KvRowFormat f{kernels::KvDtype::kFp8, 512, 64};
+  constexpr int64_t kRows = 128;
+  std::vector<float> rows(static_cast<size_t>(kRows * f.dim));
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  for (auto& v : rows) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<int64_t>(seed >> 40) - (int64_t{1} << 23)) * 0x1p-22f;
+  }
+  std::vector<uint8_t> stored(static_cast<size_t>(kRows * f.bytes()));
+  kernels::encode_kv_rows(f, rows.data(), kRows, stored.data());
+  for (auto _ : state) {
+    kernels::decode_kv_rows(f, stored.data(), kRows, rows.data());
+    benchmark::DoNotOptimize(rows.data());
+  }
+  state.counters["values_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(kRows * f.dim),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KvWindowDecode)->UseRealTime();
 
 void BM_PeakFlops(benchmark::State& state) {
   kernels::PeakFlops best;

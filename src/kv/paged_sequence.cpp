@@ -1,5 +1,6 @@
 #include "kv/paged_sequence.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
@@ -67,9 +68,12 @@ void PagedLayerKv::read_window(int64_t first, int64_t count, float* out) const {
   const KvLayout& l = seq_->layout();
   const KvItem item{l.layers[static_cast<size_t>(layer_)].window_slot, 0, l.page_bytes};
   const int64_t rb = l.kv_format.bytes();
-  for (int64_t pos = first; pos < first + count; ++pos) {
-    kernels::decode_kv_rows(l.kv_format, item_row(item, pos / l.block_size, pos % l.block_size, rb),
-                            1, out + (pos - first) * l.kv_format.dim);
+  // Rows of one block are contiguous: decode each block's run in one call.
+  for (int64_t pos = first, end = first + count; pos < end;) {
+    const int64_t row = pos % l.block_size, n = std::min(end - pos, l.block_size - row);
+    kernels::decode_kv_rows(l.kv_format, item_row(item, pos / l.block_size, row, rb), n,
+                            out + (pos - first) * l.kv_format.dim);
+    pos += n;
   }
 }
 

@@ -35,8 +35,9 @@ LayerRope layer_rope(const Config& c, int64_t compress_ratio) {
 namespace {
 
 // read(i, n, out + i * width) for ranges of rows [0, count) on every thread: the store
-// decodes each row it reads (an fp8 row of 512 dims costs a quarter of a microsecond, a
-// decode step's window of 127 rows 30 us per layer), while the pool would otherwise wait.
+// decodes each row it reads, and a decode step finds the rows and `out` out of cache (the
+// weights streamed through since): a window of 127 fp8 rows took 20-28 us per layer on
+// the bench preset (12-05), while the pool would otherwise wait.
 template <class Read>
 void in_row_ranges(int64_t count, int64_t width, float* out, const Read& read) {
   if (count <= 0) return;
@@ -184,11 +185,16 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
     // the chunk's own rows. local[i] holds position first_pos + i.
     const int64_t first_pos = std::max<int64_t>(0, seg.pos0 - win + 1);
     const int64_t n_local = seg.pos0 + seg.n - first_pos;
-    std::vector<float> local(static_cast<size_t>(n_local * hd));
-    in_row_ranges(seg.pos0 - first_pos, hd, local.data(), [&](int64_t i, int64_t n, float* rows) {
+    // Every row is written below: grown, never cleared (zeroing the window's 256 KB per
+    // sequence and layer was 1.3% of a 16-sequence decode step).
+    thread_local std::vector<float> local_rows;
+    if (local_rows.size() < static_cast<size_t>(n_local * hd))
+      local_rows.resize(static_cast<size_t>(n_local * hd));
+    float* const local = local_rows.data();
+    in_row_ranges(seg.pos0 - first_pos, hd, local, [&](int64_t i, int64_t n, float* rows) {
       st.read_window(first_pos + i, n, rows);
     });
-    std::memcpy(&local[static_cast<size_t>((seg.pos0 - first_pos) * hd)], kv,
+    std::memcpy(local + (seg.pos0 - first_pos) * hd, kv,
                 static_cast<size_t>(seg.n * hd) * sizeof(float));
 
     // 4. Compressed entries each token sees: all complete ones (ratio 128) or the indexer's
@@ -256,8 +262,11 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         }
       }
     }
-    std::vector<float> entries(wanted.size() * static_cast<size_t>(hd));
-    in_row_ranges(static_cast<int64_t>(wanted.size()), hd, entries.data(),
+    thread_local std::vector<float> entry_rows;  // as local_rows: every row is written
+    if (entry_rows.size() < wanted.size() * static_cast<size_t>(hd))
+      entry_rows.resize(wanted.size() * static_cast<size_t>(hd));
+    float* const entries = entry_rows.data();
+    in_row_ranges(static_cast<int64_t>(wanted.size()), hd, entries,
                   [&](int64_t i, int64_t n, float* rows) {
                     st.read_entries(std::span<const int32_t>(wanted).subspan(
                                         static_cast<size_t>(i), static_cast<size_t>(n)),
@@ -285,10 +294,10 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
         const int64_t last = seg.block ? seg.pos0 + seg.n - 1 : pos;
         keys.clear();
         for (int64_t kp = std::max(first_pos, pos - win + 1); kp <= last; ++kp) {
-          keys.push_back(&local[static_cast<size_t>((kp - first_pos) * hd)]);
+          keys.push_back(local + (kp - first_pos) * hd);
         }
         for (int32_t entry : selected[static_cast<size_t>(t)])
-          keys.push_back(entries.data() + slot[static_cast<size_t>(entry)] * hd);
+          keys.push_back(entries + slot[static_cast<size_t>(entry)] * hd);
         const auto nk = static_cast<int64_t>(keys.size());
         scores.resize(static_cast<size_t>(hn * nk));
         kernels::head_dots(q + (t * heads + h0) * hd, hn, keys.data(), nk, hd, scores.data(), nk);
