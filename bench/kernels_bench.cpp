@@ -8,7 +8,9 @@
 //  - BM_HeadDots / BM_HeadWeightedSums: one token's attention over 256 keys (window plus
 //    compressed entries) for 8 heads of 512 dims (bench preset; V4-Flash has 64), GFLOP/s;
 //    the second argument is the heads per call (1: each head alone; for head_dots one
-//    multiply-add chain at a time, as attention did before).
+//    multiply-add chain at a time, as attention did before);
+//  - BM_KvWindowDecode: one layer's window of 128 stored fp8 KV rows decoded to float32
+//    (in cache), values/s.
 // Entries named *_bf16x declare x bf16-exact (matmul.h: the avx512bf16 variant where the
 // CPU has it, as for every FP8/FP4 linear under --quant-simulation official); the others
 // run the float32 variant. The label names the variant that ran.
