@@ -18,19 +18,22 @@ namespace flint {
 
 inline constexpr float kFp8E4M3Max = 448.0f;
 
-// Computes the value of a code from its fields (the lookup table is built from this).
+// Computes the value of a code from its fields (the lookup table is built from this). A
+// normal code is sign | (exponent + 120) << 23 | mantissa << 20 (rebias 7 -> 127, mantissa
+// widened from 3 to 23 bits), a subnormal one m x 2^-9 (exact in float32), 0x7F and 0xFF
+// NaN. Selected with masks, not branches, so that loops over codes vectorise (the KV row
+// decode, kernels/kv_codec.cpp).
 inline float fp8_e4m3_to_float(uint8_t code) {
+  const uint32_t magnitude = code & 0x7Fu;
   const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
-  const uint32_t exponent = (code >> 3) & 0xFu;
-  const uint32_t mantissa = code & 0x7u;
-  if (exponent == 0xF && mantissa == 0x7) return std::bit_cast<float>(sign | 0x7FC00000u);
-  if (exponent == 0) {
-    // m * 2^-9: exact in float32; built with a multiply by a power of two.
-    float magnitude = static_cast<float>(mantissa) * 0x1p-9f;
-    return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(magnitude));
-  }
-  // Rebias 7 -> 127 and widen the mantissa from 3 to 23 bits.
-  return std::bit_cast<float>(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+  const uint32_t subnormal =
+      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-9f);
+  const uint32_t normal = (magnitude << 20) + (120u << 23);
+  const uint32_t is_subnormal = 0u - static_cast<uint32_t>(magnitude < 8);
+  const uint32_t is_nan = 0u - static_cast<uint32_t>(magnitude == 0x7Fu);
+  uint32_t bits = (subnormal & is_subnormal) | (normal & ~is_subnormal);
+  bits = (bits & ~is_nan) | (0x7FC00000u & is_nan);
+  return std::bit_cast<float>(sign | bits);
 }
 
 // All 256 decoded values, index = code. Built once on first use (thread-safe); hoist the

@@ -20,31 +20,18 @@ constexpr float kAmaxFloor = 1e-4f;  // as round_fp8_blocks (DeepSeek's act_quan
 
 int64_t nope_dim(const KvRowFormat& f) { return f.dim - f.rope_dim; }
 
-// fp8_e4m3_to_float(in[i]) * s for n codes, in masks rather than branches or a table so
-// that the loop vectorises (attention reads its whole window through decode_kv_rows every
-// step: 128 rows of 512 values per layer, where a table lookup cost about 2 cycles a
-// value). Same bits: a normal code is sign | (exponent + 120) << 23 | mantissa << 20, a
-// subnormal one m x 2^-9, the codes 0x7F and 0xFF NaN; s is a power of two.
+// fp8_e4m3_to_float(in[i]) * s for n codes (s a power of two). That function selects with
+// masks, so this loop vectorises: attention reads its whole window through decode_kv_rows
+// every step (128 rows of 512 values per layer), where a table lookup cost about 2 cycles
+// a value.
 void e4m3_values(const uint8_t* __restrict in, int64_t n, float s, float* __restrict out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t code = in[i], magnitude = code & 0x7Fu;
-    const uint32_t subnormal =
-        std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-9f);
-    const uint32_t normal = (magnitude << 20) + (120u << 23);
-    const uint32_t is_subnormal = 0u - static_cast<uint32_t>(magnitude < 8);
-    const uint32_t is_nan = 0u - static_cast<uint32_t>(magnitude == 0x7Fu);
-    uint32_t bits = (subnormal & is_subnormal) | (normal & ~is_subnormal);
-    bits = (bits & ~is_nan) | (0x7FC00000u & is_nan);
-    out[i] = std::bit_cast<float>(((code & 0x80u) << 24) | bits) * s;
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_float(in[i]) * s;
 }
 
-// bf16 values widened to float32 (a shift).
+// Stored bf16 values (little-endian, not 2-byte aligned in an fp8 row) widened to float32.
 void bf16_values(const uint8_t* __restrict in, int64_t n, float* __restrict out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t lo = in[2 * i], hi = in[2 * i + 1];
-    out[i] = std::bit_cast<float>((hi << 24) | (lo << 16));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16_to_float(static_cast<uint16_t>(in[2 * i] | in[2 * i + 1] << 8));
 }
 }  // namespace
 

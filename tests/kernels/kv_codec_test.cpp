@@ -3,8 +3,8 @@
 // scale per 64) and the rope dims to bf16; stored-and-read equals round, bit for bit.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <iterator>
 #include <vector>
@@ -83,23 +83,26 @@ TEST(KvCodec, MatchesItsDefinition) {
     EXPECT_EQ(bgot[i], bf16_to_float(float_to_bf16(brows[i])));
 }
 
-// Every E4M3 code (NaN, subnormals, both zeros) under scales from the smallest to the
-// largest E8M0 code, and every bf16 rope pattern's two bytes, against the scalar
-// definitions: the vectorised decode gives the same bits.
+// Every E4M3 code (NaN, subnormals, both zeros) under each of ten scales from the smallest
+// to the largest E8M0 code, and varied bf16 rope bytes, against the scalar definitions:
+// the vectorised decode gives the same bits. Block k (row k / 7) holds codes 64 (k / 10)
+// .. + 63 under scale k % 10, so blocks 0-39 pair every code with every scale.
 TEST(KvCodec, DecodesEveryCodeAsItsDefinition) {
   const KvRowFormat f{KvDtype::kFp8, 512, 64};
   const int64_t nope = f.dim - f.rope_dim, blocks = nope / 64;
   const uint8_t scale_codes[] = {0, 1, 100, 118, 127, 128, 140, 200, 254, 255};
-  const int64_t rows = 8;
+  const auto scales = static_cast<int64_t>(std::size(scale_codes));
+  const int64_t rows = (256 / 64 * scales + blocks - 1) / blocks;
   std::vector<uint8_t> stored(static_cast<size_t>(rows * f.bytes()));
-  uint32_t next = 0;
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* row = stored.data() + r * f.bytes();
-    for (int64_t i = 0; i < nope; ++i) row[i] = static_cast<uint8_t>(next++);
-    for (int64_t b = 0; b < blocks; ++b)
-      row[nope + b] = scale_codes[static_cast<size_t>(r * blocks + b) % std::size(scale_codes)];
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t k = r * blocks + b;
+      for (int64_t i = 0; i < 64; ++i) row[b * 64 + i] = static_cast<uint8_t>(k / scales * 64 + i);
+      row[nope + b] = scale_codes[static_cast<size_t>(k % scales)];
+    }
     for (int64_t i = 0; i < 2 * f.rope_dim; ++i)
-      row[nope + blocks + i] = static_cast<uint8_t>(next++ * 37);
+      row[nope + blocks + i] = static_cast<uint8_t>((r * 2 * f.rope_dim + i) * 37);
   }
   std::vector<float> out(static_cast<size_t>(rows * f.dim));
   decode_kv_rows(f, stored.data(), rows, out.data());
