@@ -43,6 +43,8 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
+class Connection;
+
 namespace {
 
 constexpr std::size_t kReadChunk = 8192;
@@ -63,6 +65,9 @@ constexpr std::size_t kMaxRejecting = 64;
 // What the caller of a Responder has done so far (any thread, under Exchange::mutex).
 enum class Claim { kNone, kWhole, kStream, kFinished };
 
+// A Responder call's work, run on the I/O thread for the connection that serves the exchange.
+using ConnectionOp = std::function<void(Connection&)>;
+
 // One request and its response, shared by the Connection (I/O thread) and its Responder.
 struct Exchange {
   // Fixed when the request has been parsed.
@@ -75,6 +80,14 @@ struct Exchange {
   Claim claim = Claim::kNone;
   std::atomic<bool> gone{false};        // the client went away / server stopped
   std::atomic<std::size_t> backlog{0};  // stream bytes posted, not yet written
+
+  // The Responder's calls not yet run, in call order, and whether a run of them is posted.
+  // Asio defers what the I/O thread posts from inside a handler until the handler returns, so
+  // one post per call would let another thread's later call overtake a handler's earlier one
+  // (a chunk before the head); one queue drained in order keeps the order of the calls.
+  std::mutex ops_mutex;
+  std::vector<ConnectionOp> ops;
+  bool ops_posted = false;
 
   // I/O thread only.
   std::function<void()> on_disconnect;
@@ -122,8 +135,6 @@ void run_disconnect_callback(std::function<void()>& callback) {
 }
 
 }  // namespace
-
-class Connection;
 
 // The server state the connections see (HttpServer::Impl itself is private).
 struct ServerCore {
@@ -343,18 +354,39 @@ class SocketResponder final : public Responder {
     });
   }
 
-  // Posts fn(connection) onto the I/O thread, run only if the connection still serves this
-  // exchange. False if the client is gone or the server stopped.
-  template <typename F>
-  bool post(F fn, bool even_if_gone = false) {
+  // Queues fn(connection) for the I/O thread, after every earlier call of this responder; it
+  // runs only if the connection still serves this exchange. False if the client is gone or
+  // the server stopped.
+  bool post(ConnectionOp fn, bool even_if_gone = false) {
     if (ex_->gone && !even_if_gone) return false;
     auto shared = shared_.lock();
     if (!shared) return false;
-    bool posted = shared->post([connection = connection_, ex = ex_, fn = std::move(fn)]() mutable {
-      auto c = connection.lock();
-      if (c && c->serves(ex)) fn(*c);
-    });
+    bool posted = true;
+    {
+      std::lock_guard lock(ex_->ops_mutex);
+      ex_->ops.push_back(std::move(fn));
+      if (!ex_->ops_posted) {
+        posted = shared->post([connection = connection_, ex = ex_] { run_ops(connection, ex); });
+        ex_->ops_posted = posted;
+        if (!posted) ex_->ops.clear();
+      }
+    }
     return posted && (even_if_gone || !ex_->gone);
+  }
+
+  // I/O thread: runs the queued calls of `ex` in order, each while the connection serves it.
+  static void run_ops(const std::weak_ptr<Connection>& connection,
+                      const std::shared_ptr<Exchange>& ex) {
+    std::vector<ConnectionOp> ops;
+    {
+      std::lock_guard lock(ex->ops_mutex);
+      ops.swap(ex->ops);
+      ex->ops_posted = false;
+    }
+    auto c = connection.lock();
+    for (auto& op : ops) {
+      if (c && c->serves(ex)) op(*c);
+    }
   }
 
   bool misuse(std::string_view call) {

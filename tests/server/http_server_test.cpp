@@ -232,6 +232,29 @@ TEST(HttpServer, ResponderWorksFromAnotherThread) {
   for (auto& t : workers) t.join();
 }
 
+// The endpoints start a stream in the handler (on the I/O thread) while the engine thread
+// already writes its first events. Asio runs what the I/O thread posts from inside a handler
+// only after that handler returns, later than what other threads posted meanwhile; the bytes
+// must still leave in the order the calls were made (a chunk once went out before the head).
+TEST(HttpServer, CallsFromTheHandlerAndAnotherThreadKeepTheirOrder) {
+  HttpServer server(test_options(), [&](Request, std::shared_ptr<Responder> responder) {
+    responder->start_stream(200, "text/plain");
+    responder->write("handler,");
+    std::thread([responder] {
+      responder->write("engine,");
+      responder->finish();
+    }).join();  // the other thread's calls are made before this handler returns
+  });
+  server.start();
+  Client client(server.port());
+  for (int round = 0; round < 3; ++round) {
+    client.send(get("/t"));
+    Response r = client.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "handler,engine,");
+  }
+}
+
 TEST(HttpServer, ClientDisconnectDuringStreamFiresOnDisconnectOnce) {
   Parked parked;
   HttpServer server(test_options(), parked.handler());
