@@ -22,7 +22,8 @@
 // The report is a list of Figures computed from the runs: throughput, and for plain
 // decoding the weights streamed per second against this machine's measured memory read
 // bandwidth (the roofline of decoding: dsv4::decode_weight_bytes, measure_read_bandwidth);
-// the text and the JSON output list them without change.
+// the text and the JSON output list them without change. Beside them: the peak resident
+// memory of the process against the weights' files plus the KV budget.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -35,6 +36,7 @@
 
 #include "base/log.h"
 #include "base/memory_bandwidth.h"
+#include "base/resident_memory.h"
 #include "base/rng.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
@@ -297,6 +299,21 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The process's peak resident memory against what it is meant to hold: the checkpoint's
+// files (mmap'd; the resident part of them counts) and the KV cache budget. What is above
+// 100% is activations, buffers and the allocator's slack.
+struct MemoryReport {
+  int64_t peak_resident = 0;
+  int64_t checkpoint = 0;
+  int64_t kv_budget = 0;
+  bool excludes_probe = true;  // false: the bandwidth probe's buffer may be in the peak
+  double share() const {
+    return static_cast<double>(peak_resident) / static_cast<double>(checkpoint + kv_budget);
+  }
+};
+
 // One reported number: the median over the timed runs of a per-run value, with the values.
 struct Figure {
   std::string key;    // name in the JSON object
@@ -428,10 +445,15 @@ int run_bench(std::span<const std::string> args) {
 
   Ranks ranks =
       Ranks::start(parallel.tensor_parallel_size, static_cast<double>(parallel.collective_timeout));
+  // The roofline: what this machine can read with the same threads. Measured before the
+  // weights are loaded, and the peak resident memory started over after it, so that the
+  // probe's buffer is not in the peak that the report holds against weights + KV budget.
+  const double bandwidth = ranks.leader() ? measure_read_bandwidth() : 0;
+  const bool peak_reset = reset_peak_resident();
   auto model = ranks.load_model(model_dir, parallel.expert_parallel, fault);
   const dsv4::Config& config = model->config();
-  engine::EngineConfig ec =
-      engine_flags.config(config, static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes()));
+  const auto checkpoint_bytes = static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes());
+  engine::EngineConfig ec = engine_flags.config(config, checkpoint_bytes);
   ec.quant_simulation = sim;
   ec.debug_fault = fault;
   if (oracle_config) ec.speculative = *oracle_config;
@@ -466,10 +488,10 @@ int run_bench(std::span<const std::string> args) {
   measure(arms, prompts, bench);
   const Measurement& plain = arms.front().m;
   const Measurement* spec = arms.size() > 1 ? &arms.back().m : nullptr;
-  // The roofline: what a decode step must read, against what this machine can read with the
-  // same threads (measured after the runs, so it does not disturb them).
+  // What a decode step must read, against the bandwidth measured at the start.
   const double step_bytes = dsv4::decode_weight_bytes(model->weights(), config, bench.batch);
-  const double bandwidth = measure_read_bandwidth();
+  const MemoryReport memory{peak_resident_bytes(), checkpoint_bytes, ec.kv_cache_bytes,
+                            peak_reset};
   const double flops_per_token = dsv4::prefill_matmul_flops_per_token(model->weights(), config);
   const kernels::PeakFlops peak = kernels::measure_peak_flops();
   std::vector<Figure> plain_figures = throughput_figures(plain);
@@ -525,6 +547,10 @@ int run_bench(std::span<const std::string> args) {
                      {"prefill_flops_per_token", flops_per_token},
                      {"peak_f32_fma_gflops", peak.f32_fma / 1e9},
                      {"peak_bf16_dot_gflops", peak.bf16_dot / 1e9},
+                     {"peak_resident_bytes", memory.peak_resident},
+                     {"checkpoint_bytes", memory.checkpoint},
+                     {"kv_cache_bytes", memory.kv_budget},
+                     {"peak_resident_excludes_probe", memory.excludes_probe},
                      {"matmul_kernels", kernels::matmul_isa()}};
     if (spec) {
       j["speculative"] = measurement_json(*spec, spec_figures);
@@ -557,6 +583,12 @@ int run_bench(std::span<const std::string> args) {
       "{:.1f} GFLOP/s, bf16 dot {:.1f} GFLOP/s; matmul kernels: {}\n",
       flops_per_token / 1e9, threads, peak.f32_fma / 1e9, peak.bf16_dot / 1e9,
       kernels::matmul_isa());
+  fmt::print(
+      "peak resident memory {:.2f} GiB = {:.1f}% of weights file {:.2f} GiB + KV budget {:.2f} "
+      "GiB{}\n",
+      memory.peak_resident / kGiB, 100.0 * memory.share(), memory.checkpoint / kGiB,
+      memory.kv_budget / kGiB,
+      memory.excludes_probe ? "" : " (the bandwidth probe's 512 MiB may be in it: no reset)");
   print_figures("plain decoding", plain_figures);
   if (spec) {
     print_figures(describe_config(ec.speculative), spec_figures);
