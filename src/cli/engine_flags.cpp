@@ -1,5 +1,6 @@
 #include "cli/engine_flags.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -32,8 +33,10 @@ std::string default_kv_offloading_dir() {
 void EngineFlags::add_to(FlagParser& p) {
   p.group("Engine");
   p.add_int("--max-num-seqs", "sequences running at once at most", &max_num_seqs);
-  p.add_int("--max-num-batched-tokens", "tokens computed per engine step at most",
-            &max_num_batched_tokens);
+  p.add_optional_int("--max-num-batched-tokens",
+                     "tokens computed per engine step at most (default 2048; without chunked "
+                     "prefill at least --max-model-len)",
+                     &max_num_batched_tokens);
   p.add_bool("--enable-chunked-prefill",
              "split long prompts over several steps (decodes keep running between chunks)",
              &enable_chunked_prefill);
@@ -78,9 +81,12 @@ engine::EngineConfig EngineFlags::config(const dsv4::Config& model,
                                          int64_t checkpoint_bytes) const {
   engine::EngineConfig c;
   c.max_num_seqs = max_num_seqs;
-  c.max_num_batched_tokens = max_num_batched_tokens;
   c.enable_chunked_prefill = enable_chunked_prefill;
   c.max_model_len = max_model_len > 0 ? max_model_len : model.max_position_embeddings;
+  // As vLLM: without chunked prefill a whole prompt must fit one step.
+  c.max_num_batched_tokens = max_num_batched_tokens.value_or(
+      enable_chunked_prefill ? c.max_num_batched_tokens
+                             : std::max(c.max_num_batched_tokens, c.max_model_len));
   c.block_size = block_size;
   c.kv_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   c.enable_prefix_caching = enable_prefix_caching;

@@ -18,7 +18,7 @@ namespace flint::cli {
 
 struct EngineFlags {
   int64_t max_num_seqs = 256;
-  int64_t max_num_batched_tokens = 8192;
+  std::optional<int64_t> max_num_batched_tokens;  // unset: the engine's default (see config())
   bool enable_chunked_prefill = true;
   int64_t max_model_len = 0;
   int64_t block_size = 256;

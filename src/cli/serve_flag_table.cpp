@@ -544,9 +544,12 @@ const std::vector<Row>& rows() {
       {.name = "--max-num-batched-tokens",
        .group = kScheduler,
        .value_name = "N",
-       .vllm = "Token budget of one engine step (prompt chunks plus decoded tokens).",
+       .default_text = "2048",
+       .vllm = "Token budget of one engine step (prompt chunks plus decoded tokens); on a CPU "
+               "2048 for the server by default.",
        .status = Status::kApplied,
-       .flint = "each engine step runs at most {} tokens",
+       .flint = "each engine step runs at most {} tokens (default 2048, as vLLM on a CPU; "
+                "without chunked prefill at least --max-model-len)",
        .set = [](A a, F f, V v) { a.scheduler.max_num_batched_tokens = size_at_least(f, v, 1); }},
       {.name = "--max-num-seqs",
        .group = kScheduler,

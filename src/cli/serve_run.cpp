@@ -80,8 +80,7 @@ SamplingParams default_sampling(const ServeArgs& args) {
 engine::EngineConfig engine_config(const ServeArgs& args, const dsv4::Config& model) {
   EngineFlags f;
   if (args.scheduler.max_num_seqs) f.max_num_seqs = *args.scheduler.max_num_seqs;
-  if (args.scheduler.max_num_batched_tokens)
-    f.max_num_batched_tokens = *args.scheduler.max_num_batched_tokens;
+  f.max_num_batched_tokens = args.scheduler.max_num_batched_tokens;
   f.enable_chunked_prefill = args.scheduler.enable_chunked_prefill;
   f.max_model_len = args.model.max_model_len.value_or(0);
   f.block_size = args.cache.block_size;

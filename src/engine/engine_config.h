@@ -57,7 +57,10 @@ struct DebugFault {
 
 struct EngineConfig {
   int64_t max_num_seqs = 256;           // running sequences at most
-  int64_t max_num_batched_tokens = 8192;  // tokens per step at most
+  // Tokens per step at most. vLLM's default for its server on a CPU: prefill is compute-bound,
+  // so larger steps gain little, and a step's activations grow with its tokens (about 0.23 MB
+  // a token on the bench preset). The CLI raises it to --max-model-len without chunked prefill.
+  int64_t max_num_batched_tokens = 2048;
   bool enable_chunked_prefill = true;
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   int64_t max_logprobs = 20;  // -1: no limit
