@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/page_cache.h"
 #include "base/thread_pool.h"
 #include "kernels/dot.h"
 #include "kernels/hadamard.h"
@@ -80,13 +81,13 @@ void finish_kv_rows(const Config& c, const LayerRope& rope, const LayerKv& store
 
 // Everything computed for all rows of the batch before the per-sequence attention.
 struct Projections {
-  std::vector<float> qr;            // [N, q_lora_rank], normalised low-rank query
-  std::vector<float> q;             // [N, heads, head_dim]
-  std::vector<float> kv;            // [N, head_dim]
-  std::vector<float> ckv, cgate;    // [N, width] compressor projections
-  std::vector<float> iq;            // [N, index_heads, index_head_dim]
-  std::vector<float> iw;            // [N, index_heads]
-  std::vector<float> ickv, icgate;  // [N, 2 * index_head_dim]
+  PageCachedVector<float> qr;            // [N, q_lora_rank], normalised low-rank query
+  PageCachedVector<float> q;             // [N, heads, head_dim]
+  PageCachedVector<float> kv;            // [N, head_dim]
+  PageCachedVector<float> ckv, cgate;    // [N, width] compressor projections
+  PageCachedVector<float> iq;            // [N, index_heads, index_head_dim]
+  PageCachedVector<float> iw;            // [N, index_heads]
+  PageCachedVector<float> ickv, icgate;  // [N, 2 * index_head_dim]
 };
 
 }  // namespace
@@ -146,7 +147,7 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   // 2. Position-dependent parts, per segment: RoPE, KV rounding, compressors.
   const int64_t ckv_width = ratio > 0 ? w.compressor->wkv.out_features() : 0;
   const int64_t ickv_width = w.indexer ? w.indexer->compressor.wkv.out_features() : 0;
-  std::vector<float> o(static_cast<size_t>(N * heads * hd), 0.0f);
+  PageCachedVector<float> o(static_cast<size_t>(N * heads * hd), 0.0f);
   for (const Segment& seg : segments) {
     LayerKv& st = *seg.state;
     float* q = p.q.data() + seg.row * heads * hd;
@@ -321,9 +322,9 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   // products in one parallel region), then wo_b.
   const int64_t rank = c.o_lora_rank, groups = w.wo_a.out_features() / rank,
                 group_in = heads * hd / groups;
-  std::vector<float> group_x(static_cast<size_t>(groups * N * group_in));
-  std::vector<float> group_y(static_cast<size_t>(groups * N * rank));
-  std::vector<float> low(static_cast<size_t>(N * groups * rank));
+  PageCachedVector<float> group_x(static_cast<size_t>(groups * N * group_in));
+  PageCachedVector<float> group_y(static_cast<size_t>(groups * N * rank));
+  PageCachedVector<float> low(static_cast<size_t>(N * groups * rank));
   std::vector<Linear> parts;
   parts.reserve(static_cast<size_t>(groups));  // calls point at its elements
   calls.clear();

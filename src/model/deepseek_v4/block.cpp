@@ -1,7 +1,6 @@
 #include "model/deepseek_v4/block.h"
 
-#include <vector>
-
+#include "base/page_cache.h"
 #include "kernels/norm.h"
 #include "model/deepseek_v4/hyper_connections.h"
 #include "model/deepseek_v4/moe.h"
@@ -13,8 +12,9 @@ void block_forward(const BlockWeights& w, const Config& c, const LayerRope& rope
                    int64_t n, QuantSimulation sim, Comm* comm) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  std::vector<float> x(static_cast<size_t>(n * H)), y(x.size());
-  std::vector<float> residual(streams, streams + n * hc * H);
+  // Buffers of a large step come back from the page cache in every layer (page_cache.h).
+  PageCachedVector<float> x(static_cast<size_t>(n * H)), y(x.size());
+  PageCachedVector<float> residual(streams, streams + n * hc * H);
   HcMix mix;
 
   hc_pre(w.hc_attn, c, residual.data(), n, x.data(), mix);

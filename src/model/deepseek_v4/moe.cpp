@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/page_cache.h"
 #include "base/thread_pool.h"
 #include "kernels/activation.h"
 #include "kernels/matmul.h"
@@ -143,9 +144,9 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
         start[static_cast<size_t>(e)] +
         static_cast<int64_t>(by_expert[static_cast<size_t>(e)].size());
   const int64_t routed = start[static_cast<size_t>(E)];
-  std::vector<float> xs(static_cast<size_t>(routed * H)), ys(xs.size()),
-      rw(static_cast<size_t>(routed));
-  std::vector<float> shared(static_cast<size_t>(n * H));
+  PageCachedVector<float> xs(static_cast<size_t>(routed * H)), ys(xs.size());
+  std::vector<float> rw(static_cast<size_t>(routed));
+  PageCachedVector<float> shared(static_cast<size_t>(n * H));
   std::vector<ExpertRun> runs;
   for (int64_t e = 0; e < E; ++e) {
     const auto& rows = by_expert[static_cast<size_t>(e)];
@@ -164,7 +165,7 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
 
   // Experts add into `acc` in index order (then the shared expert), as the official
   // implementation accumulates.
-  std::vector<float> acc(static_cast<size_t>(n * H), 0.0f);
+  PageCachedVector<float> acc(static_cast<size_t>(n * H), 0.0f);
   for (int64_t e = 0; e < E; ++e) {
     const auto& rows = by_expert[static_cast<size_t>(e)];
     for (size_t r = 0; r < rows.size(); ++r) {
