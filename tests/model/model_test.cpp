@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/rng.h"
+#include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/model.h"
 #include "tiny_fixture.h"
 
@@ -69,6 +70,23 @@ TEST(Forward, PrefillEqualsIncrementalEqualsChunked) {
       EXPECT_LE(max_diff(prefill, run(m, tokens, 1, sim)), 1e-4);
     }
   }
+}
+
+// The indexer scores a chunk's tokens in blocks whose scores fit a budget (attention.h);
+// at 260 tokens a token sees up to 65 entries, so these budgets give blocks of one token,
+// of seven (the last one shorter) and the whole chunk. Each token's scores and top-k are its
+// own, so the logits must be the same bits.
+TEST(Forward, IndexerScoresInBlocksChangeNothing) {
+  const Model& m = tiny_model();
+  const int64_t n = flint::testing::kSanitized ? 140 : 260;
+  auto tokens = random_tokens(n, 5);
+  const int64_t saved = index_score_block_floats();
+  const auto whole = run(m, tokens, n, QuantSimulation::kOfficial);
+  for (int64_t budget : {1, 7 * 65, 1 << 30}) {
+    set_index_score_block_floats(budget);
+    EXPECT_EQ(run(m, tokens, n, QuantSimulation::kOfficial), whole) << "budget " << budget;
+  }
+  set_index_score_block_floats(saved);
 }
 
 TEST(Forward, BatchEqualsEachSequenceAlone) {

@@ -1,6 +1,7 @@
 #include "model/deepseek_v4/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -90,7 +91,17 @@ struct Projections {
   PageCachedVector<float> ickv, icgate;  // [N, 2 * index_head_dim]
 };
 
+std::atomic<int64_t> g_index_score_block_floats{int64_t{16} << 20};
+// Keys per pass of the indexer's dot products (each (head, key) dot has the same bits
+// however the keys are split: kernels/dot.h).
+constexpr int64_t kIndexKeysPerPass = 64;
+
 }  // namespace
+
+int64_t index_score_block_floats() { return g_index_score_block_floats.load(); }
+void set_index_score_block_floats(int64_t floats) {
+  g_index_score_block_floats.store(std::max<int64_t>(1, floats));
+}
 
 void attention_forward(const AttentionWeights& w, const Config& c, const LayerRope& rope,
                        std::span<const Segment> segments, const float* x, int64_t N, float* out,
@@ -216,41 +227,56 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
       }
     } else if (w.indexer) {
       // Index scores of every (token, visible entry), summed over this rank's indexer heads
-      // (then over the ranks'), then each token's top-k. Token t sees (pos0 + t + 1) / ratio
-      // entries: its scores start at first[t].
-      std::vector<int64_t> first(static_cast<size_t>(seg.n + 1), 0);
-      for (int64_t t = 0; t < seg.n; ++t)
-        first[static_cast<size_t>(t + 1)] =
-            first[static_cast<size_t>(t)] + (seg.pos0 + t + 1) / ratio;
-      std::vector<float> scores(static_cast<size_t>(first.back()));
+      // (then over the ranks'), then each token's top-k. The scores of a whole chunk grow
+      // with its tokens times its position (a 2,048-token chunk at position 1M: 2 GiB), so
+      // they are computed for blocks of tokens whose scores fit index_score_block_floats().
+      // Token t sees (pos0 + t + 1) / ratio entries: its scores start at first[t - t0].
       std::vector<const float*> key_rows(static_cast<size_t>(max_visible));
       for (int64_t k = 0; k < max_visible; ++k)
         key_rows[static_cast<size_t>(k)] = index_keys.data() + k * ihd;
-      parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
-        std::vector<float> dots;  // [ih, visible]
-        for (size_t t = b; t < e; ++t) {
-          const int64_t visible = first[t + 1] - first[t];
-          const float* iq = p.iq.data() + (seg.row + static_cast<int64_t>(t)) * ih * ihd;
-          const float* iw = p.iw.data() + (seg.row + static_cast<int64_t>(t)) * ih;
-          dots.resize(static_cast<size_t>(ih * visible));
-          kernels::head_dots(iq, ih, key_rows.data(), visible, ihd, dots.data(), visible);
-          float* st_t = scores.data() + first[t];
-          for (int64_t k = 0; k < visible; ++k) {
-            float s = 0.0f;
-            for (int64_t h = 0; h < ih; ++h)
-              s += std::max(0.0f, dots[static_cast<size_t>(h * visible + k)]) * iw[h];
-            st_t[k] = s;
+      const int64_t block = std::clamp<int64_t>(
+          index_score_block_floats() / std::max<int64_t>(1, max_visible), 1, seg.n);
+      std::vector<int64_t> first(static_cast<size_t>(block + 1), 0);
+      std::vector<float> scores;
+      for (int64_t t0 = 0; t0 < seg.n; t0 += block) {
+        const int64_t tn = std::min(block, seg.n - t0);
+        for (int64_t t = 0; t < tn; ++t)
+          first[static_cast<size_t>(t + 1)] =
+              first[static_cast<size_t>(t)] + (seg.pos0 + t0 + t + 1) / ratio;
+        scores.resize(static_cast<size_t>(first[static_cast<size_t>(tn)]));
+        parallel_for(static_cast<size_t>(tn), 1, [&](size_t b, size_t e) {
+          // Dots of kIndexKeysPerPass keys for all heads at a time (16 KB for V4's 64 heads,
+          // in L1), not of every visible key (64 MiB per thread at position 1M).
+          std::vector<float> dots(static_cast<size_t>(ih * kIndexKeysPerPass));  // [ih, keys]
+          for (size_t t = b; t < e; ++t) {
+            const int64_t visible = first[t + 1] - first[t];
+            const int64_t row = seg.row + t0 + static_cast<int64_t>(t);
+            const float* iq = p.iq.data() + row * ih * ihd;
+            const float* iw = p.iw.data() + row * ih;
+            float* st_t = scores.data() + first[t];
+            for (int64_t k0 = 0; k0 < visible; k0 += kIndexKeysPerPass) {
+              const int64_t kn = std::min(kIndexKeysPerPass, visible - k0);
+              kernels::head_dots(iq, ih, key_rows.data() + k0, kn, ihd, dots.data(), kn);
+              for (int64_t k = 0; k < kn; ++k) {
+                float s = 0.0f;
+                for (int64_t h = 0; h < ih; ++h)
+                  s += std::max(0.0f, dots[static_cast<size_t>(h * kn + k)]) * iw[h];
+                st_t[k0 + k] = s;
+              }
+            }
           }
-        }
-      });
-      if (comm_size(comm) > 1 && !scores.empty())
-        comm->all_reduce_sum(scores.data(), scores.size(), "indexer scores");
-      parallel_for(static_cast<size_t>(seg.n), 1, [&](size_t b, size_t e) {
-        for (size_t t = b; t < e; ++t) {
-          kernels::topk(scores.data() + first[t], first[t + 1] - first[t], c.index_topk,
-                        selected[t]);
-        }
-      });
+        });
+        // Every rank runs the same blocks (they depend on the chunk only), so the reductions
+        // pair up.
+        if (comm_size(comm) > 1 && !scores.empty())
+          comm->all_reduce_sum(scores.data(), scores.size(), "indexer scores");
+        parallel_for(static_cast<size_t>(tn), 1, [&](size_t b, size_t e) {
+          for (size_t t = b; t < e; ++t) {
+            kernels::topk(scores.data() + first[t], first[t + 1] - first[t], c.index_topk,
+                          selected[static_cast<size_t>(t0) + t]);
+          }
+        });
+      }
     }
     // The entries any token of the chunk selected, read once: slot[e] is entry e's row in
     // `entries` (or -1).

@@ -52,6 +52,14 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
                        std::span<const Segment> segments, const float* x, int64_t n_rows,
                        float* out, QuantSimulation sim, Comm* comm = nullptr);
 
+// How many indexer scores (floats) attention holds at once: a chunk's tokens are scored in
+// blocks of at most this many scores (at least one token per block), so that a long prompt's
+// chunk at a late position does not hold its tokens x position / ratio scores at once.
+// Default 16 Mi (64 MiB: a 2,048-token chunk at position 1M scores in 64-token blocks).
+// Tests lower it to run the blocked path on short contexts; results do not depend on it.
+int64_t index_score_block_floats();
+void set_index_score_block_floats(int64_t floats);
+
 // Undoes a recorded segment's tokens beyond its first `keep` in `store` (compressors and
 // entries; window rows of later positions are simply never read).
 void attention_rollback(const AttentionWeights& w, const Config& c, const LayerRope& rope,
