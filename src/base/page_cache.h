@@ -10,12 +10,13 @@
 // Memory bound: what the cache maps never exceeds the most its blocks ever held in use at
 // once. When a request finds no cached block that fits, cached blocks are unmapped, smallest
 // first, until the mapped total (cached + in use + the new block) is no more than the larger
-// of that peak and what is in use with the new block. Cost: a mutex and a scan of at most a few dozen
-// cached blocks per large allocation; allocations below the threshold go to operator new.
+// of that peak and what is in use with the new block. Cost: a mutex and a scan of the cached
+// blocks (a few dozen at most) per large allocation; smaller ones go to operator new.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <vector>
 
