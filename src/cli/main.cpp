@@ -37,6 +37,7 @@ int run_main(int argc, char** argv) {
   // A forward pass allocates activations of megabytes per layer. glibc would map each one
   // fresh (and zero its pages on first touch) and hand the memory back after every pass:
   // a fixed mapping threshold at its 32 MiB maximum and no trimming keep them in the heap.
+  // Buffers above that cap come from base/page_cache.h instead.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   std::vector<std::string> args(argv + 1, argv + argc);
