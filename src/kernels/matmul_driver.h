@@ -357,10 +357,9 @@ struct MatmulDriver {
     using T = std::conditional_t<F == WeightFormat::kF32, float, uint16_t>;
     const T* row0;  // row r's block at row0 + r * cols
     int64_t cols;
-    // Elements from a row to the one a tile further, which prefetch() fetches into L2
-    // (0: none). Spread over the loop, one line at a time as it reads one: issued as one
-    // burst per block, the prefetches waited for miss buffers (74% of tiled()'s own samples,
-    // 12% of the BF16 head's at 16 inputs, sat on the instruction after the burst).
+    // Elements from a row to the one a tile further, which prefetch() fetches into L2 one
+    // line at a time as micro reads a line (0: none). Issued as one burst per block, the
+    // prefetches waited for miss buffers: 12% of the BF16 head's samples at 16 inputs.
     int64_t ahead = 0;
     void prefetch(int r, int64_t p) const {
       if (ahead != 0 && (p * static_cast<int64_t>(sizeof(T))) % 64 == 0)

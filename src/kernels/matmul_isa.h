@@ -68,9 +68,10 @@ inline int64_t prefetch_rows_ahead(const WeightMatrix& w, int64_t group) {
   return std::max(group, (kPrefetchAheadBytes + row_bytes - 1) / row_bytes);
 }
 
-// The tiled paths (n > 4) prefetch, as they decode columns [c0, c1) of a tile's row, the
-// same columns of `row` (that row one tile further; nothing past the matrix) into L2: a
-// tile pass is too long for L1 to keep them.
+// The tiled paths (n > 4) that decode a tile prefetch, as they decode columns [c0, c1) of a
+// tile's row, the same columns of `row` (that row one tile further; nothing past the
+// matrix) into L2: a tile pass is too long for L1 to keep them. (Weights read in place are
+// prefetched line by line inside the register tile's loop, matmul_driver.h.)
 inline void prefetch_tile_block(const WeightMatrix& w, int64_t row, int64_t c0, int64_t c1) {
   if (row >= w.rows) return;
   const int64_t row_bytes = row_data_bytes(w);
