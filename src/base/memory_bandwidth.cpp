@@ -18,6 +18,19 @@ double measure_read_bandwidth(std::size_t bytes, int repeats) {
   pool.parallel_for(n, grain, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) data[i] = i;
   });
+  return measure_read_bandwidth_of(data.get(), n * sizeof(uint64_t), repeats);
+}
+
+double measure_read_bandwidth_of(const void* region, std::size_t bytes, int repeats) {
+  // Whole 8-byte words from the first aligned one.
+  const auto begin = reinterpret_cast<uintptr_t>(region);
+  const uintptr_t aligned = (begin + 7) / 8 * 8;
+  const std::size_t skip = aligned - begin;
+  const std::size_t n = bytes > skip ? (bytes - skip) / sizeof(uint64_t) : 0;
+  if (n == 0) return 0;
+  const auto* data = reinterpret_cast<const uint64_t*>(aligned);
+  ThreadPool& pool = thread_pool();
+  const std::size_t grain = (n + pool.size() - 1) / pool.size();
   std::vector<uint64_t> sums(pool.size() * 8 + 8, 0);  // kept so the reads are not dropped
   double best = 0;
   for (int r = 0; r < repeats; ++r) {

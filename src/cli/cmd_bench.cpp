@@ -21,11 +21,13 @@
 //
 // The report is a list of Figures computed from the runs: throughput, and for plain
 // decoding the weights streamed per second against this machine's measured memory read
-// bandwidth (the roofline of decoding: dsv4::decode_weight_bytes, measure_read_bandwidth);
+// bandwidth (the roofline of decoding: dsv4::decode_weight_bytes; the bandwidth is probed
+// before each round of runs by reading the resident output head, measure_read_bandwidth_of);
 // the text and the JSON output list them without change. Beside them: the peak resident
 // memory of the process against the weights' files plus the KV budget.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -279,9 +281,13 @@ struct Arm {
 };
 
 // `repeats` timed runs of every arm (each warmed up before), interleaved run by run so that
-// a shared machine's drift touches every arm alike.
-void measure(std::span<Arm> arms, const std::vector<Tokens>& prompts, const BenchFlags& f) {
+// a shared machine's drift touches every arm alike. With a probe, each round of runs starts
+// with it (the read bandwidth at that moment); returns its values, one per round.
+std::vector<double> measure(std::span<Arm> arms, const std::vector<Tokens>& prompts,
+                            const BenchFlags& f, const std::function<double()>& probe) {
+  std::vector<double> probed;
   for (int64_t k = 0; k < f.repeats; ++k) {
+    if (probe) probed.push_back(probe());
     for (size_t i = 0; i < arms.size(); ++i) {
       Arm& a = arms[i];
       a.m.runs.push_back(run_once(*a.core, prompts, a.oracle, f.gen_len, fmt::format("run-{}", k)));
@@ -291,6 +297,7 @@ void measure(std::span<Arm> arms, const std::vector<Tokens>& prompts, const Benc
                     a.m.runs.back().decode_tokens_per_second());
     }
   }
+  return probed;
 }
 
 double median(std::vector<double> v) {
@@ -308,7 +315,6 @@ struct MemoryReport {
   int64_t peak_resident = 0;
   int64_t checkpoint = 0;
   int64_t kv_budget = 0;
-  bool excludes_probe = true;  // false: the bandwidth probe's buffer may be in the peak
   double share() const {
     return static_cast<double>(peak_resident) / static_cast<double>(checkpoint + kv_budget);
   }
@@ -339,22 +345,28 @@ std::vector<Figure> throughput_figures(const Measurement& m) {
 }
 
 // Plain decoding against the memory roofline, per run: weights streamed per second (the
-// step's expected weight bytes times steps per second) and that as a share of the measured
-// read bandwidth.
+// step's expected weight bytes times steps per second), the read bandwidth measured for
+// that run, and the first as a share of the second.
 std::vector<Figure> roofline_figures(const Measurement& m, double step_bytes, int64_t batch,
-                                     double bandwidth) {
+                                     const std::vector<double>& bandwidth) {
   Figure rate{"weight_gb_per_second", "weights", "GB/s read", 0, {}};
+  Figure probe{"read_bandwidth_gb_per_second", "probe", "GB/s measured read bandwidth", 0, {}};
   Figure share{"roofline_percent", "roofline", "% of the measured read bandwidth", 0, {}};
-  for (const RunResult& r : m.runs) {
+  for (size_t k = 0; k < m.runs.size(); ++k) {
     const double bytes_per_second =
-        step_bytes * r.decode_tokens_per_second() / static_cast<double>(batch);
+        step_bytes * m.runs[k].decode_tokens_per_second() / static_cast<double>(batch);
     rate.per_run.push_back(bytes_per_second / 1e9);
-    share.per_run.push_back(100.0 * bytes_per_second / bandwidth);
+    probe.per_run.push_back(bandwidth[k] / 1e9);
+    share.per_run.push_back(100.0 * bytes_per_second / bandwidth[k]);
   }
-  rate.value = median(rate.per_run);
-  share.value = median(share.per_run);
-  return {rate, share};
+  for (Figure* f : {&rate, &probe, &share}) f->value = median(f->per_run);
+  return {rate, probe, share};
 }
+
+// The output head is read by every decode step, so it is resident while the runs go; a
+// head of at least this size is far larger than the caches and serves as the probe's
+// region. Smaller (test) models get one probe over a buffer of its own after the runs.
+constexpr std::size_t kHeadProbeMinBytes = std::size_t{128} << 20;
 
 // Prefill against the arithmetic roofline, per run: the weight products' FLOP/s and that as
 // a share of the measured float32 multiply-add peak (what the kernels use).
@@ -445,11 +457,9 @@ int run_bench(std::span<const std::string> args) {
 
   Ranks ranks =
       Ranks::start(parallel.tensor_parallel_size, static_cast<double>(parallel.collective_timeout));
-  // The roofline: what this machine can read with the same threads. Measured before the
-  // weights are loaded, and the peak resident memory started over after it, so that the
-  // probe's buffer is not in the peak that the report holds against weights + KV budget.
-  const double bandwidth = ranks.leader() ? measure_read_bandwidth() : 0;
-  const bool peak_reset = reset_peak_resident();
+  // The peak resident memory starts over here (where the kernel allows), so that what
+  // start-up allocated and freed is not in the peak held against weights + KV budget.
+  reset_peak_resident();
   auto model = ranks.load_model(model_dir, parallel.expert_parallel, fault);
   const dsv4::Config& config = model->config();
   const auto checkpoint_bytes = static_cast<int64_t>(Checkpoint::open(model_dir).total_bytes());
@@ -485,13 +495,21 @@ int run_bench(std::span<const std::string> args) {
     run_once(*spec_core, prompts, continuations, bench.gen_len, "warm-up");
     arms.push_back(Arm{&*spec_core, continuations, {}});
   }
-  measure(arms, prompts, bench);
+  // The roofline: what this machine can read with the same threads, measured before each
+  // round of runs (a probe once at start made the share move with the machine's load
+  // between the probe and the runs: 57-76% for one build within minutes).
+  const WeightMatrix& head = model->weights().head;
+  const bool probe_head = head.data_bytes() >= kHeadProbeMinBytes;
+  std::function<double()> probe;
+  if (probe_head)
+    probe = [&head] { return measure_read_bandwidth_of(head.data, head.data_bytes()); };
+  std::vector<double> bandwidth = measure(arms, prompts, bench, probe);
   const Measurement& plain = arms.front().m;
   const Measurement* spec = arms.size() > 1 ? &arms.back().m : nullptr;
-  // What a decode step must read, against the bandwidth measured at the start.
   const double step_bytes = dsv4::decode_weight_bytes(model->weights(), config, bench.batch);
-  const MemoryReport memory{peak_resident_bytes(), checkpoint_bytes, ec.kv_cache_bytes,
-                            peak_reset};
+  const MemoryReport memory{peak_resident_bytes(), checkpoint_bytes, ec.kv_cache_bytes};
+  // The peak is read: a buffer of the probe's own no longer counts.
+  if (!probe_head) bandwidth.assign(static_cast<size_t>(bench.repeats), measure_read_bandwidth());
   const double flops_per_token = dsv4::prefill_matmul_flops_per_token(model->weights(), config);
   const kernels::PeakFlops peak = kernels::measure_peak_flops();
   std::vector<Figure> plain_figures = throughput_figures(plain);
@@ -543,14 +561,14 @@ int run_bench(std::span<const std::string> args) {
                      {"threads", threads},
                      {"plain", measurement_json(plain, plain_figures)},
                      {"decode_weight_bytes_per_step", step_bytes},
-                     {"memory_read_bandwidth_gb_per_second", bandwidth / 1e9},
+                     {"memory_read_bandwidth_gb_per_second", median(bandwidth) / 1e9},
+                     {"memory_read_bandwidth_probe", probe_head ? "head" : "buffer"},
                      {"prefill_flops_per_token", flops_per_token},
                      {"peak_f32_fma_gflops", peak.f32_fma / 1e9},
                      {"peak_bf16_dot_gflops", peak.bf16_dot / 1e9},
                      {"peak_resident_bytes", memory.peak_resident},
                      {"checkpoint_bytes", memory.checkpoint},
                      {"kv_cache_bytes", memory.kv_budget},
-                     {"peak_resident_excludes_probe", memory.excludes_probe},
                      {"matmul_kernels", kernels::matmul_isa()}};
     if (spec) {
       j["speculative"] = measurement_json(*spec, spec_figures);
@@ -576,8 +594,10 @@ int run_bench(std::span<const std::string> args) {
   };
   fmt::print(
       "weights read per decode step (expected, {} sequence(s)): {:.1f} MB; memory read "
-      "bandwidth measured with {} thread(s): {:.2f} GB/s\n",
-      bench.batch, step_bytes / 1e6, threads, bandwidth / 1e9);
+      "bandwidth measured with {} thread(s): {:.2f} GB/s (median; {})\n",
+      bench.batch, step_bytes / 1e6, threads, median(bandwidth) / 1e9,
+      probe_head ? "the output head read before each round of runs"
+                 : "a 512 MiB buffer read once after the runs");
   fmt::print(
       "weight products per prompt token: {:.3f} GFLOP; peak measured with {} thread(s): f32 FMA "
       "{:.1f} GFLOP/s, bf16 dot {:.1f} GFLOP/s; matmul kernels: {}\n",
@@ -585,10 +605,9 @@ int run_bench(std::span<const std::string> args) {
       kernels::matmul_isa());
   fmt::print(
       "peak resident memory {:.2f} GiB = {:.1f}% of weights file {:.2f} GiB + KV budget {:.2f} "
-      "GiB{}\n",
+      "GiB\n",
       memory.peak_resident / kGiB, 100.0 * memory.share(), memory.checkpoint / kGiB,
-      memory.kv_budget / kGiB,
-      memory.excludes_probe ? "" : " (the bandwidth probe's 512 MiB may be in it: no reset)");
+      memory.kv_budget / kGiB);
   print_figures("plain decoding", plain_figures);
   if (spec) {
     print_figures(describe_config(ec.speculative), spec_figures);

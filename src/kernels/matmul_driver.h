@@ -501,9 +501,8 @@ struct MatmulDriver {
               },
               rows, x, cols, n, k0, k1, tr, y, w.rows);
         } else {
-          tile_products<false>(
-              [&](int64_t r, int64_t) { return TileRows{tile + r * kBlock}; }, rows, x, cols,
-              n, k0, k1, tr, y, w.rows);
+          tile_products<false>([&](int64_t r, int64_t) { return TileRows{tile + r * kBlock}; },
+                               rows, x, cols, n, k0, k1, tr, y, w.rows);
         }
       }
     }
