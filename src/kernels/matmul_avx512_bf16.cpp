@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 // Every header with inline functions is included before the target region: they must stay
 // compiled for the baseline CPU (the linker may keep this copy).
@@ -275,8 +276,6 @@ struct Fp4Decoder {
     const uint8_t* codes;
   };
   Row row(int64_t r) const { return {data + r * cols / 2, scales + r * (cols / 32)}; }
-  // Row r's scale codes, a stream of their own beside the data (cols / 32 bytes a row).
-  const void* scales_at(int64_t r) const { return scales + r * (cols / 32); }
   [[gnu::always_inline]] void whole(const Row& row, int64_t c, Vi* w, V* scale) const {
     const Vi b = _mm512_loadu_si512(row.p + c / 2);
     nibbles(b, w);
@@ -386,11 +385,12 @@ struct Kernel {
       next[r] = static_cast<const char*>(d.at(std::min(r0 + r + ahead, w.rows - 1), 0));
       rows[r] = d.row(r0 + r);
     }
-    if constexpr (requires { d.scales_at(0); }) {
+    if constexpr (std::is_same_v<D, Fp4Decoder>) {  // its scale codes: a stream of their own
       FLINT_UNROLL
       for (int r = 0; r < R; ++r)
-        _mm_prefetch(static_cast<const char*>(d.scales_at(std::min(r0 + r + ahead, w.rows - 1))),
-                     _MM_HINT_T0);
+        _mm_prefetch(
+            reinterpret_cast<const char*>(d.row(std::min(r0 + r + ahead, w.rows - 1)).codes),
+            _MM_HINT_T0);
     }
     for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
       V acc[R][T];
