@@ -5,6 +5,8 @@
 //  - BM_MatmulPrefill: n = 16, 128 inputs; GFLOP/s against BM_PeakFlops;
 //  - BM_MatmulHead: the bench preset's BF16 output head, 1 and 16 inputs, GFLOP/s;
 //  - BM_MatmulExperts: a batch-1 decode step's 72 routed FP4 experts (bench preset), bytes/s;
+//  - BM_MatmulFewRows: the hyper-connections' 24 x 4096 float32 weight at one input, one
+//    call per weight, weights beyond the caches (as between a decode step's layers), bytes/s;
 //  - BM_HeadDots / BM_HeadWeightedSums: one token's attention over 256 keys (window plus
 //    compressed entries) for 8 heads of 512 dims (bench preset; V4-Flash has 64), GFLOP/s;
 //    the second argument is the heads per call (1: each head alone; for head_dots one
@@ -185,6 +187,28 @@ void BM_MatmulExperts(benchmark::State& state) {
   state.SetBytesProcessed(bytes);
 }
 BENCHMARK(BM_MatmulExperts)->Arg(1)->Arg(2)->UseRealTime();
+
+// A matrix of few long rows at one input, cold: the hyper-connections' mixing weight (24 rows
+// of 4 x hidden float32 columns), which a decode step multiplies twice per layer. 1,536
+// copies (604 MB) in one buffer, visited in a scattered order, so each call finds its
+// weight in memory, as the model does after streaming a layer's other weights.
+void BM_MatmulFewRows(benchmark::State& state) {
+  constexpr int64_t kRows = 24, kCols = 4096, kCopies = 1536;
+  const OwnedWeight all = make_weight(WeightFormat::kF32, kRows * kCopies, kCols);
+  std::vector<float> x(static_cast<size_t>(kCols), 0.5f), y(static_cast<size_t>(kRows));
+  int64_t bytes = 0, at = 0;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < kCopies; ++i) {
+      at = (at + 389) % kCopies;  // 389 is prime to kCopies: every copy once per iteration
+      const WeightMatrix w = all.w.row_slice(at * kRows, (at + 1) * kRows);
+      kernels::matmul(w, x.data(), 1, y.data());
+      bytes += static_cast<int64_t>(w.nbytes());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(bytes);
+}
+BENCHMARK(BM_MatmulFewRows)->UseRealTime();
 
 // Keys and per-head inputs in cache, as attention finds them for one token.
 struct HeadProblem {

@@ -67,12 +67,19 @@ Active& active_isa() {
   return active;
 }
 
-// Rows per unit of work: whole 16-row tiles, and enough weight bytes (>= 64 KB) that the
-// pool's per-chunk cost stays small next to the streaming.
-int64_t rows_per_unit(const WeightMatrix& w) {
+// Rows per unit of work: enough weight bytes (>= 64 KB) that the pool's per-chunk cost stays
+// small next to the streaming, in whole 16-row tiles for the tiled path. The decode path
+// (n <= kDirectMaxN) reads groups of 4 rows, and a matrix of at most 4 such units per
+// thread is cut into one unit per thread instead: the hyper-connections' 24 x 4096 float32
+// went as 16 + 8 rows, one thread streaming twice the other's share, and as 4-row units the
+// threads took turns, each prefetching the rows the other would read next.
+int64_t rows_per_unit(const WeightMatrix& w, int64_t n) {
   const uint64_t row_bytes = std::max<uint64_t>(1, w.nbytes() / static_cast<uint64_t>(w.rows));
-  const int64_t rows = static_cast<int64_t>((64u << 10) / row_bytes);
-  return std::max<int64_t>(16, (rows + 15) / 16 * 16);
+  const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((64u << 10) / row_bytes));
+  if (n > detail::kDirectMaxN) return std::max<int64_t>(16, (rows + 15) / 16 * 16);
+  const auto threads = static_cast<int64_t>(thread_pool().size());
+  const int64_t unit = w.rows <= 4 * threads * rows ? (w.rows + threads - 1) / threads : rows;
+  return std::max<int64_t>(4, (unit + 3) / 4 * 4);
 }
 
 }  // namespace
@@ -116,7 +123,7 @@ void matmul_many(std::span<const MatmulTask> tasks) {
     if (t.n == 0 || t.w->rows == 0) continue;
     xs[i] = isas[i]->prepare_x(*t.w, t.x, t.n, scratch.data() + offset);
     offset += padded(isas[i]->scratch_bytes(*t.w, t.n));
-    const int64_t step = rows_per_unit(*t.w);
+    const int64_t step = rows_per_unit(*t.w, t.n);
     for (int64_t r = 0; r < t.w->rows; r += step)
       units.push_back({static_cast<int32_t>(i), r, std::min(t.w->rows, r + step)});
   }

@@ -48,7 +48,6 @@ constexpr int64_t kChunk = 128;  // columns: 4 vectors of 32 bf16
 constexpr int64_t kBlock = 512;  // columns per horizontal reduction
 constexpr int64_t kChunksPerBlock = kBlock / kChunk;
 constexpr int kTileRows = 16;
-constexpr int kDirectMaxN = 4;
 
 using Vi = __m512i;
 using V = __m512;

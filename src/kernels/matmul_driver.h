@@ -152,7 +152,6 @@ struct MatmulDriver {
   using V = typename I::V;
   static constexpr int W = I::kLanes;
   static constexpr int64_t kBlock = kMatmulBlock;
-  static constexpr int kDirectMaxN = 4;
   static constexpr int kTileRows = 16;
   // Inputs of the register tile (4 rows x kMicroT accumulators, + 4 rows + 1 input).
   static constexpr int kMicroT = I::kLanes == 16 ? 6 : 4;

@@ -33,6 +33,10 @@
 
 namespace flint::kernels::detail {
 
+// Up to this many inputs, every variant reads rows in groups of at most 4 against all inputs
+// in registers (the decode path); above it, tiles of 16 rows.
+inline constexpr int kDirectMaxN = 4;
+
 struct MatmulIsa {
   const char* name;
   // Bytes of scratch prepare_x needs (0: it never copies x).
