@@ -41,7 +41,8 @@ struct MatmulIsa {
   const char* name;
   // Bytes of scratch prepare_x needs (0: it never copies x).
   int64_t (*scratch_bytes)(const WeightMatrix& w, int64_t n);
-  // x in the layout rows() reads: x itself, or `scratch` filled (64-byte aligned).
+  // x in the layout rows() reads: x itself, or `scratch` filled (64-byte aligned). Depends on
+  // w only through its format and cols (matmul_many reuses it for weights that share both).
   const void* (*prepare_x)(const WeightMatrix& w, const float* x, int64_t n, void* scratch);
   // y[i * w.rows + r] for i < n, r in [r0, r1); x as prepare_x returned it.
   void (*rows)(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1, float* y);

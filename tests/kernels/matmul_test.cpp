@@ -343,6 +343,38 @@ TEST(Matmul, ManyEqualsOneByOne) {
   EXPECT_EQ(yc, rc);
 }
 
+// matmul_many converts an input once for the weights that share it, its format and its
+// width (a decode token's experts); weights that differ in any of them, or calls with
+// another n, get their own conversion. Both variants' layouts: float32 inputs and
+// bf16-exact ones.
+TEST(Matmul, ManySharingAnInputEqualsOneByOne) {
+  Owned a1 = make(WeightFormat::kFp4Mx32, 64, 256, 41), a2 = make(WeightFormat::kFp4Mx32, 32, 256, 42);
+  Owned narrow = make(WeightFormat::kFp4Mx32, 16, 96, 43);  // bf16 rows padded to 128
+  Owned b = make(WeightFormat::kFp8Block128, 300, 256, 44);
+  for (const bool exact : {false, true}) {
+    std::vector<float> x = random_x(2, 256, 5);
+    if (exact) round_fp8_blocks(x.data(), int64_t(x.size()), 128);
+    struct Call {
+      const Owned* w;
+      int64_t n;
+    };
+    const Call calls[] = {{&a1, 2}, {&a2, 2}, {&narrow, 2}, {&b, 2}, {&a1, 1}, {&a2, 2}};
+    std::vector<std::vector<float>> ys, refs;
+    std::vector<MatmulTask> tasks;
+    for (const Call& c : calls) {
+      ys.emplace_back(size_t(c.n * c.w->w.rows), -1.0f);
+      refs.emplace_back(ys.back());
+    }
+    for (size_t i = 0; i < std::size(calls); ++i)
+      tasks.push_back({&calls[i].w->w, x.data(), calls[i].n, ys[i].data(), exact});
+    matmul_many(tasks);
+    for (size_t i = 0; i < std::size(calls); ++i) {
+      matmul(calls[i].w->w, x.data(), calls[i].n, refs[i].data(), exact);
+      EXPECT_EQ(ys[i], refs[i]) << "call " << i << (exact ? ", bf16-exact x" : "");
+    }
+  }
+}
+
 TEST(Matmul, IsaSelection) {
   const auto isas = matmul_isas();
   ASSERT_FALSE(isas.empty());
