@@ -358,7 +358,7 @@ TEST(Matmul, ManySharingAnInputEqualsOneByOne) {
       const Owned* w;
       int64_t n;
     };
-    const Call calls[] = {{&a1, 2}, {&a2, 2}, {&narrow, 2}, {&b, 2}, {&a1, 1}, {&a2, 2}};
+    const Call calls[] = {{&a1, 2}, {&a2, 2}, {&b, 2}, {&a1, 2}, {&narrow, 2}, {&a1, 1}, {&a2, 2}};
     std::vector<std::vector<float>> ys, refs;
     std::vector<MatmulTask> tasks;
     for (const Call& c : calls) {
