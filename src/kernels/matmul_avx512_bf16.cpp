@@ -389,7 +389,7 @@ struct Kernel {
       for (int r = 0; r < R; ++r)
         _mm_prefetch(
             reinterpret_cast<const char*>(d.row(std::min(r0 + r + ahead, w.rows - 1)).codes),
-            _MM_HINT_T0);
+            _MM_HINT_T1);
     }
     for (int64_t k0 = 0; k0 < cols; k0 += kBlock) {
       V acc[R][T];
@@ -402,7 +402,7 @@ struct Kernel {
         for (int r = 0; r < R; ++r) {
           const char* p = next[r] + c / kChunk * D::kChunkBytes;
           FLINT_UNROLL
-          for (int line = 0; line < D::kChunkBytes; line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+          for (int line = 0; line < D::kChunkBytes; line += 64) _mm_prefetch(p + line, _MM_HINT_T1);
           if constexpr (T == 1) {
             Vi wv[4];
             V scale;

@@ -190,7 +190,7 @@ struct MatmulDriver {
       const char* p = static_cast<const char*>(rd[r].at(c)) + ahead_bytes;
       const auto offset = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % 64);
       for (int64_t line = offset == 0 ? 0 : 64 - offset; line < Rd::kStepBytes; line += 64)
-        _mm_prefetch(p + line, _MM_HINT_T0);
+        _mm_prefetch(p + line, _MM_HINT_T1);
     }
   }
 
