@@ -50,6 +50,11 @@ struct Avx512 {
   [[gnu::always_inline]] static void hsums(const V* v, float* out) {
     hsums_avx512<N>(v, out);
   }
+  template <int T>
+  [[gnu::always_inline]] static void flush_rows4(const V (&acc)[4][T], int64_t r0, bool first,
+                                                 float* y, int64_t ldy) {
+    flush_rows4_avx512<T>(acc, r0, first, y, ldy);
+  }
 
   static V bf16(const uint16_t* p) {
     const __m512i u =

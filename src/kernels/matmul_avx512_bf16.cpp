@@ -312,17 +312,21 @@ template <int R, int T>
 [[gnu::always_inline]] inline void flush(V (&acc)[R][T], int64_t r0, bool first, float* y,
                                          int64_t ldy) {
   static_assert(R * T <= 16);
-  V v[R * T];
-  FLINT_UNROLL
-  for (int i = 0; i < R * T; ++i) v[i] = acc[i % R][i / R];
-  float h[R * T];
-  hsums_avx512<R * T>(v, h);
-  FLINT_UNROLL
-  for (int t = 0; t < T; ++t) {
+  if constexpr (R == 4 && T >= 2) {  // one input: the tree of 4 alone is shorter
+    flush_rows4_avx512<T>(acc, r0, first, y, ldy);
+  } else {
+    V v[R * T];
     FLINT_UNROLL
-    for (int r = 0; r < R; ++r) {
-      float& out = y[t * ldy + r0 + r];
-      out = first ? h[t * R + r] : out + h[t * R + r];
+    for (int i = 0; i < R * T; ++i) v[i] = acc[i % R][i / R];
+    float h[R * T];
+    hsums_avx512<R * T>(v, h);
+    FLINT_UNROLL
+    for (int t = 0; t < T; ++t) {
+      FLINT_UNROLL
+      for (int r = 0; r < R; ++r) {
+        float& out = y[t * ldy + r0 + r];
+        out = first ? h[t * R + r] : out + h[t * R + r];
+      }
     }
   }
 }

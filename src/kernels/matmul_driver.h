@@ -3,7 +3,8 @@
 // region, so that every function here is compiled for that instruction set.
 //
 // I provides: kLanes, V (a vector of kLanes floats), zero/load/store/fma/set1, hsums<N>(v, out)
-// (out[i] = the horizontal sum of v[i] for N <= kLanes vectors, matmul_isa.h's order), and the
+// (out[i] = the horizontal sum of v[i] for N <= kLanes vectors, matmul_isa.h's order),
+// optionally flush_rows4<T> (flush() for 4 rows, the same sums), and the
 // exact decoders bf16(p), fp8(p, s) (codes times s, s = scale * 2^8), fp4_table(scale) and
 // fp4(p, table, lo, hi) (kLanes bytes: lo = the even columns, hi = the odd ones).
 //
@@ -249,21 +250,28 @@ struct MatmulDriver {
     }
   }
 
-  // y[t, r] += (or = for the first block) the horizontal sums of acc.
+  // y[t, r] += (or = for the first block) the horizontal sums of acc. An ISA may store 4
+  // rows' sums per input at once (I::flush_rows4: no round trip of the sums through memory);
+  // for one input the prefix tree of hsums is shorter.
   template <int R, int T>
   [[gnu::always_inline]] static void flush(V (&acc)[R][T], int64_t r0, bool first, float* y,
                                            int64_t ldy) {
-    V v[R * T];
-    FLINT_UNROLL
-    for (int i = 0; i < R * T; ++i) v[i] = acc[i % R][i / R];
-    float h[R * T];
-    hsums<R * T>(v, h);
-    FLINT_UNROLL
-    for (int t = 0; t < T; ++t) {
+    if constexpr (R == 4 && T >= 2 &&
+                  requires { I::template flush_rows4<T>(acc, r0, first, y, ldy); }) {
+      I::template flush_rows4<T>(acc, r0, first, y, ldy);
+    } else {
+      V v[R * T];
       FLINT_UNROLL
-      for (int r = 0; r < R; ++r) {
-        float& out = y[t * ldy + r0 + r];
-        out = first ? h[t * R + r] : out + h[t * R + r];
+      for (int i = 0; i < R * T; ++i) v[i] = acc[i % R][i / R];
+      float h[R * T];
+      hsums<R * T>(v, h);
+      FLINT_UNROLL
+      for (int t = 0; t < T; ++t) {
+        FLINT_UNROLL
+        for (int r = 0; r < R; ++r) {
+          float& out = y[t * ldy + r0 + r];
+          out = first ? h[t * R + r] : out + h[t * R + r];
+        }
       }
     }
   }
