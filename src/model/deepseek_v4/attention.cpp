@@ -96,6 +96,22 @@ std::atomic<int64_t> g_index_score_block_floats{int64_t{16} << 20};
 // however the keys are split: kernels/dot.h).
 constexpr int64_t kIndexKeysPerPass = 64;
 
+// Whether attention_forward may run its segments concurrently: at least as many as threads,
+// all short (decode and verification steps; a long prefill chunk beside them would leave
+// the other threads idle), each with its own sequence state, and no collectives.
+bool segments_in_parallel(std::span<const Segment> segments, const Comm* comm) {
+  constexpr int64_t kShort = 16;
+  if (comm_size(comm) > 1 || segments.size() < thread_pool().size() || segments.size() < 2)
+    return false;
+  std::vector<const LayerKv*> states;
+  for (const Segment& seg : segments) {
+    if (seg.n > kShort) return false;
+    states.push_back(seg.state);
+  }
+  std::sort(states.begin(), states.end());
+  return std::adjacent_find(states.begin(), states.end()) == states.end();
+}
+
 }  // namespace
 
 int64_t index_score_block_floats() { return g_index_score_block_floats.load(); }
@@ -159,7 +175,7 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
   const int64_t ckv_width = ratio > 0 ? w.compressor->wkv.out_features() : 0;
   const int64_t ickv_width = w.indexer ? w.indexer->compressor.wkv.out_features() : 0;
   PageCachedVector<float> o(static_cast<size_t>(N * heads * hd), 0.0f);
-  for (const Segment& seg : segments) {
+  auto attend = [&](const Segment& seg) {
     LayerKv& st = *seg.state;
     float* q = p.q.data() + seg.row * heads * hd;
     float* kv = p.kv.data() + seg.row * hd;
@@ -342,6 +358,19 @@ void attention_forward(const AttentionWeights& w, const Config& c, const LayerRo
 
     // 6. Store the chunk's rows (the store keeps what its window needs).
     if (!seg.block) st.write_window(seg.pos0, seg.n, kv);
+  };
+  // Segments one after another, each spreading its work over the pool, or (decode: many
+  // short segments) one segment per thread at a time: a 16-sequence decode step opened
+  // about 10 small parallel regions per segment and layer, and the pool idled in the serial
+  // parts between them (RoPE, KV rounding, compressors, top-k). Each segment computes the
+  // same bits either way (its parallel regions then run inline: thread_pool.h). Collectives
+  // (tensor parallelism) keep the segment order, so they rule it out.
+  if (segments_in_parallel(segments, comm)) {
+    parallel_for(segments.size(), 1, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) attend(segments[i]);
+    });
+  } else {
+    for (const Segment& seg : segments) attend(seg);
   }
 
   // 7. Grouped low-rank output: group g's heads through wo_a's rows of group g (the groups'
