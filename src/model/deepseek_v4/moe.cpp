@@ -1,5 +1,6 @@
 #include "model/deepseek_v4/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <vector>
@@ -126,8 +127,7 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
                 weights.data() + t * k);
   }
 
-  // Tokens grouped by expert; experts run in index order and add into `acc` in that order
-  // (then the shared expert), as the official implementation accumulates.
+  // Tokens grouped by expert (experts run in index order).
   std::vector<std::vector<std::pair<int64_t, float>>> by_expert(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < k; ++i) {
@@ -137,7 +137,9 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
       by_expert[static_cast<size_t>(e)].push_back({t, weights[static_cast<size_t>(t * k + i)]});
     }
   }
-  // Each expert's rows gathered (token order), the shared expert over all rows.
+  // Each expert's rows gathered (token order), the shared expert over all rows. Row s of
+  // xs / ys is token src_token[s]; token t's rows, by expert index, are
+  // rows_of[t * k .. t * k + count[t]).
   std::vector<int64_t> start(static_cast<size_t>(E + 1), 0);
   for (int64_t e = 0; e < E; ++e)
     start[static_cast<size_t>(e + 1)] =
@@ -146,6 +148,8 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
   const int64_t routed = start[static_cast<size_t>(E)];
   PageCachedVector<float> xs(static_cast<size_t>(routed * H)), ys(xs.size());
   std::vector<float> rw(static_cast<size_t>(routed));
+  std::vector<int64_t> src_token(static_cast<size_t>(routed)), rows_of(static_cast<size_t>(n * k));
+  std::vector<int64_t> count(static_cast<size_t>(n), 0);
   PageCachedVector<float> shared(static_cast<size_t>(n * H));
   std::vector<ExpertRun> runs;
   for (int64_t e = 0; e < E; ++e) {
@@ -153,29 +157,38 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
     if (rows.empty()) continue;
     const int64_t s0 = start[static_cast<size_t>(e)];
     for (size_t r = 0; r < rows.size(); ++r) {
-      std::copy(x + rows[r].first * H, x + (rows[r].first + 1) * H,
-                xs.begin() + (s0 + static_cast<int64_t>(r)) * H);
-      rw[static_cast<size_t>(s0) + r] = rows[r].second;
+      const auto [t, weight] = rows[r];
+      const int64_t row = s0 + static_cast<int64_t>(r);
+      src_token[static_cast<size_t>(row)] = t;
+      rw[static_cast<size_t>(row)] = weight;
+      rows_of[static_cast<size_t>(t * k + count[static_cast<size_t>(t)]++)] = row;
     }
     runs.push_back({&w.experts[static_cast<size_t>(e)], xs.data() + s0 * H, rw.data() + s0,
                     static_cast<int64_t>(rows.size()), ys.data() + s0 * H});
   }
+  parallel_for(static_cast<size_t>(routed), grain_for(H), [&](size_t b, size_t e) {
+    for (size_t row = b; row < e; ++row) {
+      const float* src = x + src_token[row] * H;
+      std::copy(src, src + H, xs.begin() + static_cast<int64_t>(row) * H);
+    }
+  });
   runs.push_back({&w.shared, x, nullptr, n, shared.data()});
   experts_forward(runs, c, sim);
 
-  // Experts add into `acc` in index order (then the shared expert), as the official
-  // implementation accumulates.
-  PageCachedVector<float> acc(static_cast<size_t>(n * H), 0.0f);
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& rows = by_expert[static_cast<size_t>(e)];
-    for (size_t r = 0; r < rows.size(); ++r) {
-      float* dst = acc.data() + rows[r].first * H;
-      const float* src = ys.data() + (start[static_cast<size_t>(e)] + static_cast<int64_t>(r)) * H;
-      for (int64_t d = 0; d < H; ++d) dst[d] += src[d];
+  // Token t's output: zero, plus its experts' rows in expert index order, plus the shared
+  // expert, as the official implementation accumulates (each token on one thread).
+  parallel_for(static_cast<size_t>(n), grain_for(H * (k + 1)), [&](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) {
+      float* dst = out + static_cast<int64_t>(t) * H;
+      std::fill(dst, dst + H, 0.0f);
+      for (int64_t j = 0; j < count[t]; ++j) {
+        const float* src = ys.data() + rows_of[t * static_cast<size_t>(k) + size_t(j)] * H;
+        for (int64_t d = 0; d < H; ++d) dst[d] += src[d];
+      }
+      const float* sh = shared.data() + static_cast<int64_t>(t) * H;
+      for (int64_t d = 0; d < H; ++d) dst[d] += sh[d];
     }
-  }
-  for (int64_t i = 0; i < n * H; ++i)
-    out[i] = acc[static_cast<size_t>(i)] + shared[static_cast<size_t>(i)];
+  });
   if (comm_size(comm) > 1) comm->all_reduce_sum(out, static_cast<size_t>(n * H), "MoE output");
 }
 
