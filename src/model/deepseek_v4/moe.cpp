@@ -137,8 +137,8 @@ void moe_forward(const MoEWeights& w, const Config& c, const float* x, const int
       by_expert[static_cast<size_t>(e)].push_back({t, weights[static_cast<size_t>(t * k + i)]});
     }
   }
-  // Each expert's rows gathered (token order), the shared expert over all rows. Row s of
-  // xs / ys is token src_token[s]; token t's rows, by expert index, are
+  // Each expert's rows gathered (token order), the shared expert over all rows. Row `row`
+  // of xs / ys is token src_token[row]; token t's rows, by expert index, are
   // rows_of[t * k .. t * k + count[t]).
   std::vector<int64_t> start(static_cast<size_t>(E + 1), 0);
   for (int64_t e = 0; e < E; ++e)
