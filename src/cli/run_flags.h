@@ -1,5 +1,5 @@
 // Flags shared by the commands that run the model (logits, generate, ...):
-// --threads, --log-level, --quant-simulation.
+// --threads, --log-level, --quant-simulation, --matmul-kernels.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +14,10 @@ struct RunFlags {
   int64_t threads = 0;  // 0: one per core
   std::string log_level = "info";
   std::string quant_simulation = "official";
+  std::string matmul_kernels = "auto";
 
   void add_to(FlagParser& parser);
-  // Applies threads and log level; returns the parsed quantisation mode (UsageError if bad).
+  // Applies threads, log level and matmul kernels; returns the parsed quantisation mode (UsageError if bad).
   QuantSimulation apply() const;
 };
 

@@ -37,13 +37,14 @@ void scalar_rows_any(const WeightMatrix& w, const void* x, int64_t n, int64_t r0
                      float* y) {
   scalar_rows(w, static_cast<const float*>(x), n, r0, r1, y);
 }
-bool every_format(WeightFormat) { return true; }
+bool every_format(const WeightMatrix&) { return true; }
 
 // The variants this build and CPU can run, best first; the scalar one is always there.
 std::vector<const detail::MatmulIsa*> available_isas() {
   std::vector<const detail::MatmulIsa*> isas;
   for (const detail::MatmulIsa* isa :
-       {detail::matmul_isa_avx512_bf16(), detail::matmul_isa_avx512(), detail::matmul_isa_avx2()})
+       {detail::matmul_isa_avx512_bf16(), detail::matmul_isa_amx(), detail::matmul_isa_avx512(),
+        detail::matmul_isa_avx2()})
     if (isa != nullptr) isas.push_back(isa);
   isas.push_back(&detail::matmul_isa_scalar());
   return isas;
@@ -62,8 +63,15 @@ Active select(const detail::MatmulIsa* isa) {
   return {isa, &detail::matmul_isa_scalar()};
 }
 
+// The default: the first variant that is not opt-in.
+const detail::MatmulIsa* default_isa() {
+  for (const detail::MatmulIsa* isa : available_isas())
+    if (!isa->opt_in) return isa;
+  return &detail::matmul_isa_scalar();
+}
+
 Active& active_isa() {
-  static Active active = select(available_isas().front());
+  static Active active = select(default_isa());
   return active;
 }
 
@@ -73,9 +81,18 @@ Active& active_isa() {
 // thread is cut into one unit per thread instead: the hyper-connections' 24 x 4096 float32
 // went as 16 + 8 rows, one thread streaming twice the other's share, and as 4-row units the
 // threads took turns, each prefetching the rows the other would read next.
-int64_t rows_per_unit(const WeightMatrix& w, int64_t n) {
+// A variant with tiles of its own (amx: 16 rows) gets whole tiles, as many per unit as
+// make 64 KB, or one unit per thread for matrices of at most 4 such units per thread.
+int64_t rows_per_unit(const WeightMatrix& w, int64_t n, const detail::MatmulIsa& isa) {
   const uint64_t row_bytes = std::max<uint64_t>(1, w.nbytes() / static_cast<uint64_t>(w.rows));
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((64u << 10) / row_bytes));
+  if (isa.unit_rows > 0) {
+    const int64_t tile = isa.unit_rows, threads = static_cast<int64_t>(thread_pool().size());
+    const int64_t tiles = (rows + tile - 1) / tile;
+    const int64_t all = (w.rows + tile - 1) / tile;
+    const int64_t unit = all <= 4 * threads * tiles ? (all + threads - 1) / threads : tiles;
+    return std::max<int64_t>(1, unit) * tile;
+  }
   if (n > detail::kDirectMaxN) return std::max<int64_t>(16, (rows + 15) / 16 * 16);
   const auto threads = static_cast<int64_t>(thread_pool().size());
   const int64_t unit = w.rows <= 4 * threads * rows ? (w.rows + threads - 1) / threads : rows;
@@ -111,7 +128,7 @@ void matmul_many(std::span<const MatmulTask> tasks) {
   for (size_t i = 0; i < tasks.size(); ++i) {
     const MatmulTask& t = tasks[i];
     FLINT_CHECK(t.w != nullptr && t.n >= 0);
-    const bool exact = t.x_bf16_exact && active.exact->supports(t.w->format);
+    const bool exact = t.x_bf16_exact && active.exact->supports(*t.w);
     isas[i] = exact ? active.exact : active.general;
     scratch_size += padded(isas[i]->scratch_bytes(*t.w, t.n));
   }
@@ -136,7 +153,7 @@ void matmul_many(std::span<const MatmulTask> tasks) {
       last_x = xs[i];
       last_isa = isas[i];
     }
-    const int64_t step = rows_per_unit(*t.w, t.n);
+    const int64_t step = rows_per_unit(*t.w, t.n, *isas[i]);
     for (int64_t r = 0; r < t.w->rows; r += step)
       units.push_back({static_cast<int32_t>(i), r, std::min(t.w->rows, r + step)});
   }
@@ -169,7 +186,7 @@ std::vector<std::string_view> matmul_isas() {
 
 bool set_matmul_isa(std::string_view name) {
   if (name.empty()) {
-    active_isa() = select(available_isas().front());
+    active_isa() = select(default_isa());
     return true;
   }
   for (const detail::MatmulIsa* isa : available_isas()) {

@@ -43,10 +43,12 @@ struct MatmulTask {
 };
 void matmul_many(std::span<const MatmulTask> tasks);
 
-// The variants this build and CPU can run, best first ("avx512bf16", "avx512", "avx2",
-// "scalar").
+// The variants this build and CPU can run, best first ("avx512bf16", "amx", "avx512",
+// "avx2", "scalar"). The default is the first but amx, which only set_matmul_isa picks: it
+// multiplies bf16-exact inputs on Intel's AMX tiles (prefill faster, decoding slower than
+// avx512bf16 on a Sapphire Rapids-class Xeon; matmul_amx.cpp).
 std::vector<std::string_view> matmul_isas();
-// Picks a variant by name ("" = the best); false if unavailable. avx512bf16 runs only the
+// Picks a variant by name ("" = the default); false if unavailable. avx512bf16 runs only the
 // calls that declare x bf16-exact, the best other variant runs the rest; any other name
 // runs every call. Not thread-safe with running matmuls: for tests, benchmarks, start-up.
 bool set_matmul_isa(std::string_view name);

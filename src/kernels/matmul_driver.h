@@ -544,7 +544,7 @@ struct MatmulDriver {
   static int64_t scratch_bytes(const WeightMatrix& w, int64_t n) {
     return w.format == WeightFormat::kFp4Mx32 ? n * w.cols * 4 : 0;
   }
-  static bool supports(WeightFormat) { return true; }
+  static bool supports(const WeightMatrix&) { return true; }
   static const void* prepare_x(const WeightMatrix& w, const float* x, int64_t n, void* out) {
     if (w.format != WeightFormat::kFp4Mx32) return x;
     float* scratch = static_cast<float*>(out);

@@ -47,9 +47,15 @@ struct MatmulIsa {
   // y[i * w.rows + r] for i < n, r in [r0, r1); x as prepare_x returned it.
   void (*rows)(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1, float* y);
   // Whether rows() handles this format (else the general variant runs the call).
-  bool (*supports)(WeightFormat format);
+  bool (*supports)(const WeightMatrix& w);
   // True: only for calls that declare x exactly representable in bf16 (MatmulTask).
   bool bf16_inputs;
+  // Rows per unit of work: a multiple of this (0: matmul.cpp's own rule).
+  int64_t unit_rows = 0;
+  // Chosen only by name (set_matmul_isa), never by default: amx, whose prefill is faster
+  // but whose decoding is slower than avx512bf16's, and results differ between the two, so
+  // one variant must serve every input count.
+  bool opt_in = false;
 };
 
 // Software prefetch of the decode paths (n <= 4): a row group's rows are separate streams,
@@ -88,6 +94,7 @@ inline void prefetch_tile_block(const WeightMatrix& w, int64_t row, int64_t c0, 
 }
 
 // Null when this build or this CPU lacks the instructions.
+const MatmulIsa* matmul_isa_amx();
 const MatmulIsa* matmul_isa_avx512_bf16();
 const MatmulIsa* matmul_isa_avx512();
 const MatmulIsa* matmul_isa_avx2();

@@ -489,16 +489,32 @@ bool has_bf16_variant() {
   return std::find(isas.begin(), isas.end(), "avx512bf16") != isas.end();
 }
 
-// The variant against its emulation (bit for bit) and against the exact sum: products are
-// exact and each term passes through at most `depth` float32 roundings (FP8 / FP4: 8 adds in
-// its chunk, 4 scale FMAs, 4 reduction steps, one add per further 512-column block; BF16:
-// 32 adds per block instead of 8 + 4), so |y - exact| <= depth * 2^-24 * sum |w x| (while
-// no product, partial sum or x is below 2^-126: vdpbf16ps flushes those to zero).
+// Runs `body` with each variant for bf16-exact calls this CPU has: avx512bf16 and, on CPUs
+// with AMX-BF16, amx (whose tile unit sums in an order of its own: checked against the
+// bound, not an emulation); then restores the default.
+template <typename Body>
+void for_each_bf16_isa(Body body) {
+  for (std::string_view isa : {"avx512bf16", "amx"}) {
+    if (!set_matmul_isa(isa)) continue;
+    SCOPED_TRACE(std::string(isa));
+    body();
+  }
+  set_matmul_isa("");
+}
+
+// The variant against its emulation (avx512bf16: bit for bit) and against the exact sum:
+// products are exact and each term passes through at most `depth` float32 roundings
+// (avx512bf16, FP8 / FP4: 8 adds in its chunk, 4 scale FMAs, 4 reduction steps, one add per
+// further 512-column block; BF16: 32 adds per block instead of 8 + 4; amx: one add per
+// 32-column step, and at most 32 inside one), so |y - exact| <= depth * 2^-24 * sum |w x|
+// (while no product, partial sum or x is below 2^-126: both flush those to zero).
 void check_bf16(const Owned& o, const std::vector<float>& x, int64_t n, bool bound = true) {
   std::vector<float> y(size_t(n * o.w.rows));
   matmul(o.w, x.data(), n, y.data(), true);
+  const bool amx = matmul_isa() == "amx";
   const int64_t blocks = (o.w.cols + 511) / 512;
-  const double depth = (o.w.format == WeightFormat::kBF16 ? 36 : 16) + blocks;
+  const double depth = amx ? 33 + (o.w.cols + 31) / 32
+                           : (o.w.format == WeightFormat::kBF16 ? 36 : 16) + blocks;
   for (int64_t i = 0; i < n; ++i) {
     const float* xi = x.data() + i * o.w.cols;
     for (int64_t r = 0; r < o.w.rows; ++r) {
@@ -506,15 +522,17 @@ void check_bf16(const Owned& o, const std::vector<float>& x, int64_t n, bool bou
       SCOPED_TRACE(::testing::Message()
                    << weight_format_name(o.w.format) << " " << o.w.rows << "x" << o.w.cols
                    << " row " << r << " input " << i << " n " << n);
-      if (std::isnan(want)) {
-        ASSERT_TRUE(std::isnan(got));
-        continue;
-      }
-      ASSERT_EQ(got, want);
       double acc = 0, mag = 0;
       for (int64_t c = 0; c < o.w.cols; ++c) {
         acc += element(o, r, c) * xi[c];
         mag += std::fabs(element(o, r, c) * xi[c]);
+      }
+      if (std::isnan(want) || (amx && std::isnan(acc))) {
+        ASSERT_TRUE(std::isnan(got));
+        continue;
+      }
+      if (!amx) {
+        ASSERT_EQ(got, want);
       }
       // (+ depth * 2^-149: a scale FMA may round to a float32 subnormal.)
       if (bound && std::isfinite(float(mag))) {
@@ -549,9 +567,14 @@ TEST(MatmulBf16, EveryFormatMatchesEmulationAndBound) {
                            make(WeightFormat::kFp4Mx32, 33, 128, 5),
                            make(WeightFormat::kFp4Mx32, 19, 1088, 15),
                            make(WeightFormat::kFp4Mx32, 7, 96, 16)};
-  for (int64_t n : {1, 2, 3, 4, 5, 16, 33}) {
-    for (const Owned& o : weights) check_bf16(o, fp8_rounded_x(n, o.w.cols, uint64_t(n)), n);
-  }
+  for_each_bf16_isa([&] {
+    for (int64_t n : {1, 2, 3, 4, 5, 16, 17, 33, 70}) {
+      for (const Owned& o : weights) {
+        if (o.w.scale_dtype == DType::F32 && matmul_isa() == "amx") continue;  // not taken
+        check_bf16(o, fp8_rounded_x(n, o.w.cols, uint64_t(n)), n);
+      }
+    }
+  });
 }
 
 // FP8 subnormal, zero, largest and NaN codes; E8M0 scales at both ends: 2^-127 (code 0, a
@@ -582,10 +605,12 @@ TEST(MatmulBf16, SpecialCodesAndScales) {
     const bool regular = codes == &small_regular || codes == &large_regular;
     ASSERT_EQ(fp8.w.regular_scales, regular);
     ASSERT_EQ(fp4.w.regular_scales, regular);
-    for (int64_t n : {1, 4, 6}) {
-      check_bf16(fp8, fp8_rounded_x(n, fp8.w.cols, 5), n);
-      check_bf16(fp4, fp8_rounded_x(n, fp4.w.cols, 6), n);
-    }
+    for_each_bf16_isa([&] {
+      for (int64_t n : {1, 4, 6, 20}) {
+        check_bf16(fp8, fp8_rounded_x(n, fp8.w.cols, 5), n);
+        check_bf16(fp4, fp8_rounded_x(n, fp4.w.cols, 6), n);
+      }
+    });
   }
 }
 
@@ -597,21 +622,24 @@ TEST(MatmulBf16, SubnormalsCountAsZero) {
   auto* h = reinterpret_cast<uint16_t*>(o.data.data());
   for (int64_t c = 0; c < 64; ++c) h[c] = 0x0001;  // row 0: 2^-133
   for (int64_t i = 64; i < 5 * 64; i += 5) h[i] = uint16_t(0x0001 + i % 0x7F);
-  std::vector<float> x(64, 0x1p100f);
-  float y[5];
-  matmul(o.w, x.data(), 1, y, true);
-  EXPECT_EQ(y[0], 0.0f);
-  matmul(o.w, x.data(), 1, y, false);
-  EXPECT_EQ(y[0], 0x1p-27f);
-  x = fp8_rounded_x(1, 64, 7);
-  check_bf16(o, x, 1, false);
+  for_each_bf16_isa([&] {
+    std::vector<float> x(64, 0x1p100f);
+    float y[5];
+    matmul(o.w, x.data(), 1, y, true);
+    EXPECT_EQ(y[0], 0.0f);
+    matmul(o.w, x.data(), 1, y, false);
+    EXPECT_EQ(y[0], 0x1p-27f);
+    x = fp8_rounded_x(1, 64, 7);
+    check_bf16(o, x, 1, false);
+  });
 }
 
 TEST(MatmulBf16, ResultDoesNotDependOnBatchOrThreads) {
   if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
+  for_each_bf16_isa([] {
   for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kFp8Block128, WeightFormat::kFp4Mx32}) {
     Owned o = make(f, 150, 1088, 6);
-    const int64_t n = 11;
+    const int64_t n = 37;
     std::vector<float> x = fp8_rounded_x(n, 1088, 8);
     std::vector<float> batch(size_t(n * 150)), threads1(batch.size());
     matmul(o.w, x.data(), n, batch.data(), true);
@@ -619,13 +647,14 @@ TEST(MatmulBf16, ResultDoesNotDependOnBatchOrThreads) {
     matmul(o.w, x.data(), n, threads1.data(), true);
     set_thread_count(0);
     EXPECT_EQ(batch, threads1) << weight_format_name(f);
-    for (int64_t split : {1, 2, 3, 4, 7}) {  // the first `split` rows, then the rest
+    for (int64_t split : {1, 2, 3, 4, 7, 16, 20}) {  // the first `split` rows, then the rest
       std::vector<float> parts(batch.size());
       matmul(o.w, x.data(), split, parts.data(), true);
       matmul(o.w, x.data() + split * 1088, n - split, parts.data() + split * 150, true);
       EXPECT_EQ(batch, parts) << weight_format_name(f) << " split " << split;
     }
   }
+  });
 }
 
 // Calls that do not declare x exact, and F32 weights, run the float32 variant bit for bit;
@@ -638,17 +667,19 @@ TEST(MatmulBf16, OnlyDeclaredCallsTakeIt) {
     for (int64_t n : {1, 6}) {
       std::vector<float> x = fp8_rounded_x(n, 1024, 10);
       std::vector<float> plain(size_t(n * 64)), declared(plain.size()), f32(plain.size());
-      ASSERT_TRUE(set_matmul_isa("avx512bf16"));
-      matmul(o.w, x.data(), n, plain.data());
-      matmul(o.w, x.data(), n, declared.data(), true);
-      ASSERT_TRUE(set_matmul_isa("avx512"));
-      matmul(o.w, x.data(), n, f32.data(), true);
-      set_matmul_isa("");
-      EXPECT_EQ(plain, f32) << weight_format_name(f);
-      if (f == WeightFormat::kF32) {
-        EXPECT_EQ(declared, f32);
-      } else {
-        EXPECT_NE(declared, f32) << weight_format_name(f);
+      for (std::string_view isa : {"avx512bf16", "amx"}) {
+        if (!set_matmul_isa(isa)) continue;
+        matmul(o.w, x.data(), n, plain.data());
+        matmul(o.w, x.data(), n, declared.data(), true);
+        ASSERT_TRUE(set_matmul_isa("avx512"));
+        matmul(o.w, x.data(), n, f32.data(), true);
+        set_matmul_isa("");
+        EXPECT_EQ(plain, f32) << isa << " " << weight_format_name(f);
+        if (f == WeightFormat::kF32) {
+          EXPECT_EQ(declared, f32) << isa;
+        } else {
+          EXPECT_NE(declared, f32) << isa << " " << weight_format_name(f);
+        }
       }
     }
   }
