@@ -50,17 +50,19 @@ std::vector<const detail::MatmulIsa*> available_isas() {
   return isas;
 }
 
-// The variant for calls declaring x bf16-exact, and the one for all others.
+// The variant for calls declaring x bf16-exact, the one for the other calls on the weights
+// `split` supports (null: none), and the one for all others.
 struct Active {
   const detail::MatmulIsa* exact;
+  const detail::MatmulIsa* split;
   const detail::MatmulIsa* general;
 };
 
 Active select(const detail::MatmulIsa* isa) {
-  if (!isa->bf16_inputs) return {isa, isa};
+  if (!isa->bf16_inputs) return {isa, nullptr, isa};
   for (const detail::MatmulIsa* other : available_isas())
-    if (!other->bf16_inputs) return {isa, other};
-  return {isa, &detail::matmul_isa_scalar()};
+    if (!other->bf16_inputs) return {isa, isa->split_x, other};
+  return {isa, isa->split_x, &detail::matmul_isa_scalar()};
 }
 
 // The default: the first variant that is not opt-in.
@@ -129,7 +131,8 @@ void matmul_many(std::span<const MatmulTask> tasks) {
     const MatmulTask& t = tasks[i];
     FLINT_CHECK(t.w != nullptr && t.n >= 0);
     const bool exact = t.x_bf16_exact && active.exact->supports(*t.w);
-    isas[i] = exact ? active.exact : active.general;
+    const bool split = !exact && active.split != nullptr && active.split->supports(*t.w);
+    isas[i] = exact ? active.exact : split ? active.split : active.general;
     scratch_size += padded(isas[i]->scratch_bytes(*t.w, t.n));
   }
   if (scratch.size() < scratch_size) scratch.resize(scratch_size);

@@ -13,6 +13,11 @@
 // and batches of any size give the same bits. Rows whose scale code lies outside [10, 246]
 // (never in a trained checkpoint; tests make them) are computed element by element.
 //
+// Calls without the bf16 promise on BF16 weights (the output head's float32 hidden state)
+// come here too when amx is chosen: x is split into bf16 hi + mid + lo, which sum to it
+// exactly, and each step takes three products (3 x the work, still exact products and
+// float32 sums).
+//
 // The column order within a chunk is the avx512bf16 variant's (bf16_decode.h): the decoders
 // are shared, and x is permuted to match once per call.
 #include <immintrin.h>
@@ -71,16 +76,20 @@ int64_t inputs_per_tile(int64_t n) { return std::min<int64_t>(kTile, n); }
 int64_t input_tiles(int64_t n) { return (n + kTile - 1) / kTile; }
 int64_t steps(const WeightMatrix& w) { return x_stride(w) / kStep; }
 
-// Prepared x: the permuted bf16 rows [n][x_stride] (bf16_decode.h), then, for n > 1, B
-// tiles [input tile][step]: 16 rows (column pairs of the step) x nt dwords (one per input;
-// zero past n). For n = 1 the permuted row itself is that B tile (16 rows of one dword).
+// Prepared x, per part (1 part for a bf16-exact x; 3 for a float32 x split into bf16 hi +
+// mid + lo, which sum to it exactly): the permuted bf16 rows [n][x_stride] (bf16_decode.h),
+// then, for n > 1, B tiles [input tile][step]: 16 rows (column pairs of the step) x nt
+// dwords (one per input; zero past n). For n = 1 the permuted row itself is that B tile (16
+// rows of one dword).
 int64_t rows_bytes(const WeightMatrix& w, int64_t n) {
   return (n * x_stride(w) * 2 + 63) / 64 * 64;
 }
-int64_t scratch_bytes(const WeightMatrix& w, int64_t n) {
+int64_t part_bytes(const WeightMatrix& w, int64_t n) {
   const int64_t nt = inputs_per_tile(n);
   return rows_bytes(w, n) + (nt > 1 ? input_tiles(n) * steps(w) * kTile * nt * 4 : 0);
 }
+int64_t scratch_bytes(const WeightMatrix& w, int64_t n) { return part_bytes(w, n); }
+int64_t split_scratch_bytes(const WeightMatrix& w, int64_t n) { return 3 * part_bytes(w, n); }
 
 // out[j] = dword j of every in[i]: a 16 x 16 transpose (unpacks of 32 and 64 bits, then
 // 128-bit lanes).
@@ -111,12 +120,13 @@ void transpose16(const Vi (&in)[16], Vi (&out)[16]) {
   }
 }
 
-const void* prepare_x(const WeightMatrix& w, const float* x, int64_t n, void* scratch) {
-  auto* perm = static_cast<uint16_t*>(scratch);
+// One part: x (bf16-exact) permuted and, for n > 1, transposed into B tiles at `part`.
+void prepare_part(const WeightMatrix& w, const float* x, int64_t n, char* part) {
+  auto* perm = reinterpret_cast<uint16_t*>(part);
   prepare_x_bf16(w, x, n, perm);
   const int64_t nt = inputs_per_tile(n), xs = x_stride(w), st = steps(w);
-  if (nt == 1) return scratch;
-  auto* tiles = reinterpret_cast<uint32_t*>(static_cast<char*>(scratch) + rows_bytes(w, n));
+  if (nt == 1) return;
+  auto* tiles = reinterpret_cast<uint32_t*>(part + rows_bytes(w, n));
   const auto store_mask = static_cast<__mmask16>((1u << nt) - 1);
   for (int64_t g = 0; g < input_tiles(n); ++g) {
     for (int64_t s = 0; s < st; ++s) {
@@ -132,6 +142,40 @@ const void* prepare_x(const WeightMatrix& w, const float* x, int64_t n, void* sc
       for (int j = 0; j < 16; ++j) _mm512_mask_storeu_epi32(b + j * nt, store_mask, out[j]);
     }
   }
+}
+
+const void* prepare_x(const WeightMatrix& w, const float* x, int64_t n, void* scratch) {
+  prepare_part(w, x, n, static_cast<char*>(scratch));
+  return scratch;
+}
+
+// x = hi + mid + lo, each bf16 (round to nearest, then the exact remainders: 8 + 8 + 8
+// significant bits hold float32's 24; only parts below 2^-126 are lost, which the tile unit
+// would flush anyway).
+const void* prepare_split_x(const WeightMatrix& w, const float* x, int64_t n, void* scratch) {
+  thread_local std::vector<float> parts;
+  const int64_t count = n * w.cols;
+  parts.resize(static_cast<size_t>(3 * count));
+  float* hi = parts.data();
+  float* mid = hi + count;
+  float* lo = mid + count;
+  const auto to_bf16 = [](V v) {  // round to nearest even, as float32
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)), 16));
+  };
+  for (int64_t i = 0; i < count; i += 16) {
+    const auto mask = static_cast<__mmask16>(first_bits(count - i));
+    const V v = _mm512_maskz_loadu_ps(mask, x + i);
+    const V h = to_bf16(v);
+    const V r = _mm512_sub_ps(v, h);
+    const V m = to_bf16(r);
+    _mm512_mask_storeu_ps(hi + i, mask, h);
+    _mm512_mask_storeu_ps(mid + i, mask, m);
+    _mm512_mask_storeu_ps(lo + i, mask, _mm512_sub_ps(r, m));
+  }
+  auto* out = static_cast<char*>(scratch);
+  for (int p = 0; p < 3; ++p)
+    prepare_part(w, parts.data() + p * count, n, out + p * part_bytes(w, n));
   return scratch;
 }
 
@@ -307,20 +351,19 @@ void decode_block(const D& base, const WeightMatrix& w, int64_t r, int m, int64_
   }
 }
 
-// Steps [0, sb) of the block in buf against P <= 2 B tiles (b: the first one's tiles at this
-// block's first step; the second's next_tile dwords further): C in tmm0, tmm1, zeroed
-// (first block), loaded from cm (a later block when C does not stay in the registers) or
-// kept; stored to cm when `store`. Consecutive steps alternate between two sets of A and B
-// registers (tmm2, 4, 5 and tmm3, 6, 7), so that a step's loads need not wait for the
-// previous step's products to release theirs.
-template <int P>
-void pass(const uint16_t* buf, const uint32_t* b, int64_t next_tile, int64_t sb, int64_t nt,
-          bool zero, bool load, bool store, float* const* cm) {
-  static_assert(P == 1 || P == 2);
+// Steps [0, sb) of the block in buf against P <= 2 input tiles (b: the first one's B tile at this
+// block's first step; the second's next_tile dwords further), each of kParts parts
+// (part_dwords apart, added in part order): C in tmm0, tmm1, zeroed (first block), loaded
+// from cm (a later block when C does not stay in the registers) or kept; stored to cm when
+// `store`. Consecutive steps alternate between two A registers (tmm2, 3) and two sets of B
+// registers (even steps tmm4, 5, 6; odd ones tmm6, 7, or with 3 parts tmm7, 1, 4), so that
+// a step's loads need not wait for the previous step's products.
+template <int P, int kParts>
+void pass(const uint16_t* buf, const uint32_t* b, int64_t next_tile, int64_t part_dwords,
+          int64_t sb, int64_t nt, bool zero, bool load, bool store, float* const* cm) {
+  static_assert((P == 1 || P == 2) && (kParts == 1 || (kParts == 3 && P == 1)));
   const auto b_stride = static_cast<int>(nt * 4);
   const int64_t b_tile_dwords = kTile * nt;
-  constexpr int kAStride = 2 * kStep;
-  constexpr int64_t kAWords = kTile * kStep;
   if (zero) {
     _tile_zero(0);
     if constexpr (P > 1) _tile_zero(1);
@@ -328,28 +371,33 @@ void pass(const uint16_t* buf, const uint32_t* b, int64_t next_tile, int64_t sb,
     _tile_loadd(0, cm[0], b_stride);
     if constexpr (P > 1) _tile_loadd(1, cm[1], b_stride);
   }
+  // One step into A register `ra` with B registers rb0 (input tile 0 or part 0), rb1, rb2.
+#define FLINT_AMX_STEP(s, ra, rb0, rb1, rb2)                                \
+  do {                                                                      \
+    const uint32_t* bs = b + (s)*b_tile_dwords;                             \
+    _tile_loadd(ra, buf + (s)*kTile * kStep, 2 * kStep);                    \
+    _tile_loadd(rb0, bs, b_stride);                                         \
+    if constexpr (P > 1) _tile_loadd(rb1, bs + next_tile, b_stride);        \
+    if constexpr (kParts > 1) _tile_loadd(rb1, bs + part_dwords, b_stride); \
+    _tile_dpbf16ps(0, ra, rb0);                                             \
+    if constexpr (P > 1) _tile_dpbf16ps(1, ra, rb1);                        \
+    if constexpr (kParts > 1) {                                             \
+      _tile_dpbf16ps(0, ra, rb1);                                           \
+      _tile_loadd(rb2, bs + 2 * part_dwords, b_stride);                     \
+      _tile_dpbf16ps(0, ra, rb2);                                           \
+    }                                                                       \
+  } while (0)
   int64_t s = 0;
   for (; s + 2 <= sb; s += 2) {
-    const uint32_t* bs = b + s * b_tile_dwords;
-    _tile_loadd(2, buf + s * kAWords, kAStride);
-    _tile_loadd(4, bs, b_stride);
-    if constexpr (P > 1) _tile_loadd(5, bs + next_tile, b_stride);
-    _tile_dpbf16ps(0, 2, 4);
-    if constexpr (P > 1) _tile_dpbf16ps(1, 2, 5);
-    _tile_loadd(3, buf + (s + 1) * kAWords, kAStride);
-    _tile_loadd(6, bs + b_tile_dwords, b_stride);
-    if constexpr (P > 1) _tile_loadd(7, bs + b_tile_dwords + next_tile, b_stride);
-    _tile_dpbf16ps(0, 3, 6);
-    if constexpr (P > 1) _tile_dpbf16ps(1, 3, 7);
+    FLINT_AMX_STEP(s, 2, 4, 5, 6);
+    if constexpr (kParts > 1) {
+      FLINT_AMX_STEP(s + 1, 3, 7, 1, 4);  // tmm1 is free with one input tile
+    } else {
+      FLINT_AMX_STEP(s + 1, 3, 6, 7, 6);
+    }
   }
-  if (s < sb) {
-    const uint32_t* bs = b + s * b_tile_dwords;
-    _tile_loadd(2, buf + s * kAWords, kAStride);
-    _tile_loadd(4, bs, b_stride);
-    if constexpr (P > 1) _tile_loadd(5, bs + next_tile, b_stride);
-    _tile_dpbf16ps(0, 2, 4);
-    if constexpr (P > 1) _tile_dpbf16ps(1, 2, 5);
-  }
+  if (s < sb) FLINT_AMX_STEP(s, 2, 4, 5, 6);
+#undef FLINT_AMX_STEP
   if (store) {
     _tile_stored(0, cm[0], b_stride);
     if constexpr (P > 1) _tile_stored(1, cm[1], b_stride);
@@ -384,18 +432,17 @@ void slow_row(const D& d, const WeightMatrix& w, const uint16_t* perm, int64_t n
   }
 }
 
-template <class D>
+template <class D, int kParts>
 void rows_of(const WeightMatrix& w, const void* xv, int64_t n, int64_t r0, int64_t r1, float* y) {
   const D d(w);
-  const auto* perm = static_cast<const uint16_t*>(xv);
+  const auto* perm = static_cast<const uint16_t*>(xv);  // part 0's rows (slow_row's x)
   const int64_t nt = inputs_per_tile(n), st = steps(w), tiles = input_tiles(n);
   const int64_t cols = w.cols, padded = x_stride(w);
   // B tiles: the permuted row itself for one input (16 dwords per step), else the
-  // transposed tiles after the rows.
-  const auto* b =
-      nt == 1 ? reinterpret_cast<const uint32_t*>(perm)
-              : reinterpret_cast<const uint32_t*>(static_cast<const char*>(xv) + rows_bytes(w, n));
-  const int64_t b_tile_dwords = kTile * nt;
+  // transposed tiles after the rows; parts one after the other.
+  const auto* b = reinterpret_cast<const uint32_t*>(static_cast<const char*>(xv) +
+                                                    (nt == 1 ? 0 : rows_bytes(w, n)));
+  const int64_t b_tile_dwords = kTile * nt, part_dwords = part_bytes(w, n) / 4;
   // The block buffer (16 KB) and C of every input tile (1 KB each), 64-byte aligned.
   thread_local std::vector<float> storage;
   const auto need = static_cast<size_t>(kTile * kBlockCols / 2 + tiles * kTile * kTile + 16);
@@ -404,28 +451,34 @@ void rows_of(const WeightMatrix& w, const void* xv, int64_t n, int64_t r0, int64
   auto* buf = reinterpret_cast<uint16_t*>(base);
   float* cmem = base + kTile * kBlockCols / 2;
   const bool whole = cols % kChunk == 0 && (w.regular_scales || d.regular(r0, r1));
-  // Up to kMaxPass input tiles keep C in the tile registers over the whole row; more go
-  // through cmem after every block (the same values: float32 stored and loaded exactly).
-  const bool in_registers = tiles <= kMaxPass;
+  // Up to kMaxPass input tiles (one with 3 parts) keep C in the tile registers over the whole
+  // row; more go through cmem after every block (the same values: float32 stored and loaded
+  // exactly).
+  const int64_t per_pass = kParts > 1 ? 1 : kMaxPass;
+  const bool in_registers = tiles <= per_pass;
   const TileScope scope(nt);
   for (int64_t r = r0; r < r1;) {
     int64_t end = std::min(r1, r + kTile);
     if constexpr (std::is_same_v<D, Fp8Decoder>) end = std::min(end, (r / 128 + 1) * 128);
     const int m = static_cast<int>(end - r);
     const uint32_t slow = slow_rows(d, w, r, m);
+    // BF16 weights are copied too: read in place, a tile's rows (4096 columns: 8 KB apart)
+    // all fell into one L1 set, and 16 inputs ran 3 times slower than from the buffer.
     for (int64_t k0 = 0; k0 < padded; k0 += kBlockCols) {
       const int64_t k1 = std::min(padded, k0 + kBlockCols);
       decode_block(d, w, r, m, k0, std::min(cols, k1), whole, slow, buf);
       const int64_t s0 = k0 / kStep, sb = (k1 - k0) / kStep;
       const bool first = k0 == 0, last = k1 == padded;
-      for (int64_t g = 0; g < tiles; g += kMaxPass) {
+      for (int64_t g = 0; g < tiles; g += per_pass) {
         float* const cm[2] = {cmem + g * kTile * kTile, cmem + (g + 1) * kTile * kTile};
         const uint32_t* bg = b + (g * st + s0) * b_tile_dwords;
         const bool load = !first && !in_registers, store = last || !in_registers;
-        if (tiles - g == 1) {
-          pass<1>(buf, bg, st * b_tile_dwords, sb, nt, first, load, store, cm);
+        if constexpr (kParts > 1) {
+          pass<1, kParts>(buf, bg, st * b_tile_dwords, part_dwords, sb, nt, first, load, store, cm);
+        } else if (tiles - g == 1) {
+          pass<1, 1>(buf, bg, st * b_tile_dwords, 0, sb, nt, first, load, store, cm);
         } else {
-          pass<2>(buf, bg, st * b_tile_dwords, sb, nt, first, load, store, cm);
+          pass<2, 1>(buf, bg, st * b_tile_dwords, 0, sb, nt, first, load, store, cm);
         }
       }
     }
@@ -436,8 +489,10 @@ void rows_of(const WeightMatrix& w, const void* xv, int64_t n, int64_t r0, int64
         for (int64_t t = 0; t < count; ++t) y[(t0 + t) * w.rows + r + i] = c[i * nt + t];
       }
     }
-    for (int i = 0; i < m; ++i) {
-      if ((slow >> i) & 1u) slow_row(d, w, perm, n, r + i, y);
+    if constexpr (kParts == 1) {
+      for (int i = 0; i < m; ++i) {
+        if ((slow >> i) & 1u) slow_row(d, w, perm, n, r + i, y);
+      }
     }
     r = end;
   }
@@ -446,16 +501,22 @@ void rows_of(const WeightMatrix& w, const void* xv, int64_t n, int64_t r0, int64
 void rows(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1, float* y) {
   switch (w.format) {
     case WeightFormat::kBF16:
-      return rows_of<Bf16Decoder>(w, x, n, r0, r1, y);
+      return rows_of<Bf16Decoder, 1>(w, x, n, r0, r1, y);
     case WeightFormat::kFp8Block128:
-      return rows_of<Fp8Decoder>(w, x, n, r0, r1, y);
+      return rows_of<Fp8Decoder, 1>(w, x, n, r0, r1, y);
     case WeightFormat::kFp4Mx32:
-      return rows_of<Fp4Decoder>(w, x, n, r0, r1, y);
+      return rows_of<Fp4Decoder, 1>(w, x, n, r0, r1, y);
     case WeightFormat::kF32:
       break;
   }
   FLINT_CHECK(false, "amx matmul: unsupported weight format");
 }
+
+void split_rows(const WeightMatrix& w, const void* x, int64_t n, int64_t r0, int64_t r1, float* y) {
+  FLINT_CHECK(w.format == WeightFormat::kBF16, "amx matmul: split x takes BF16 weights only");
+  rows_of<Bf16Decoder, 3>(w, x, n, r0, r1, y);
+}
+bool split_supports(const WeightMatrix& w) { return w.format == WeightFormat::kBF16; }
 
 // FP8 blocks with float32 scales (the -Base experts) cannot be folded into bf16 exactly.
 bool supports(const WeightMatrix& w) {
@@ -496,8 +557,16 @@ const MatmulIsa* matmul_isa_amx() {
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                          __builtin_cpu_supports("avx512bf16") &&
                          __builtin_cpu_supports("avx512vbmi") && amx_usable();
-  static const MatmulIsa isa{"amx",     &scratch_bytes, &prepare_x, &rows,
-                             &supports, true,           kTile,      true};
+  static const MatmulIsa split{"amx (float32 x as 3 bf16)",
+                               &split_scratch_bytes,
+                               &prepare_split_x,
+                               &split_rows,
+                               &split_supports,
+                               false,
+                               kTile,
+                               true};
+  static const MatmulIsa isa{"amx", &scratch_bytes, &prepare_x, &rows, &supports,
+                             true,  kTile,          true,       &split};
   return ok ? &isa : nullptr;
 #else
   return nullptr;

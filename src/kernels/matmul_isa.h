@@ -56,6 +56,10 @@ struct MatmulIsa {
   // but whose decoding is slower than avx512bf16's, and results differ between the two, so
   // one variant must serve every input count.
   bool opt_in = false;
+  // For a bf16_inputs variant: the variant it brings for the calls without the promise on
+  // the weights that one supports (amx: BF16 weights, x split into 3 bf16 parts), ahead of
+  // the general variant; null: none.
+  const MatmulIsa* split_x = nullptr;
 };
 
 // Software prefetch of the decode paths (n <= 4): a row group's rows are separate streams,

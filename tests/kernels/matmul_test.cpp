@@ -628,7 +628,8 @@ TEST(MatmulBf16, SubnormalsCountAsZero) {
     matmul(o.w, x.data(), 1, y, true);
     EXPECT_EQ(y[0], 0.0f);
     matmul(o.w, x.data(), 1, y, false);
-    EXPECT_EQ(y[0], 0x1p-27f);
+    // amx also takes the undeclared calls on BF16 weights (x split into bf16 parts).
+    EXPECT_EQ(y[0], matmul_isa() == "amx" ? 0.0f : 0x1p-27f);
     x = fp8_rounded_x(1, 64, 7);
     check_bf16(o, x, 1, false);
   });
@@ -657,8 +658,9 @@ TEST(MatmulBf16, ResultDoesNotDependOnBatchOrThreads) {
   });
 }
 
-// Calls that do not declare x exact, and F32 weights, run the float32 variant bit for bit;
-// declared calls on the other formats do not (other rounding: some output differs).
+// Calls that do not declare x exact, and F32 weights, run the float32 variant bit for bit
+// (but for amx's split x on BF16 weights); declared calls on the other formats do not
+// (other rounding: some output differs).
 TEST(MatmulBf16, OnlyDeclaredCallsTakeIt) {
   if (!has_bf16_variant()) GTEST_SKIP() << "no AVX-512 BF16 + VBMI";
   for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block128,
@@ -674,7 +676,11 @@ TEST(MatmulBf16, OnlyDeclaredCallsTakeIt) {
         ASSERT_TRUE(set_matmul_isa("avx512"));
         matmul(o.w, x.data(), n, f32.data(), true);
         set_matmul_isa("");
-        EXPECT_EQ(plain, f32) << isa << " " << weight_format_name(f);
+        if (isa == "amx" && f == WeightFormat::kBF16) {
+          EXPECT_NE(plain, f32) << isa;
+        } else {
+          EXPECT_EQ(plain, f32) << isa << " " << weight_format_name(f);
+        }
         if (f == WeightFormat::kF32) {
           EXPECT_EQ(declared, f32) << isa;
         } else {
@@ -683,6 +689,50 @@ TEST(MatmulBf16, OnlyDeclaredCallsTakeIt) {
       }
     }
   }
+}
+
+// amx on BF16 weights with a float32 x (the output head): x split into bf16 hi + mid + lo,
+// which sum to it exactly, every product exact, one float32 chain of at most 3 x 32 adds per
+// 32-column step: within the bound of that many roundings of the exact sum, and the same bits
+// whatever the input count, split and threads.
+TEST(MatmulAmx, FloatInputsOnBf16Weights) {
+  if (!set_matmul_isa("amx")) GTEST_SKIP() << "no AMX-BF16";
+  const Owned weights[] = {make(WeightFormat::kBF16, 37, 70, 31),
+                           make(WeightFormat::kBF16, 48, 1024, 32),
+                           make(WeightFormat::kBF16, 21, 1040, 33)};
+  for (const Owned& o : weights) {
+    const int64_t cols = o.w.cols, rows = o.w.rows, n = 40;
+    std::vector<float> x = random_x(n, cols, 34);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] *= std::ldexp(1.0f, int(i % 61) - 30);
+    std::vector<float> y(static_cast<size_t>(n * rows)), one(static_cast<size_t>(rows));
+    matmul(o.w, x.data(), n, y.data());
+    const double depth = 3 * (33 + (cols + 31) / 32);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double acc = 0, mag = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          acc += element(o, r, c) * x[size_t(i * cols + c)];
+          mag += std::fabs(element(o, r, c) * x[size_t(i * cols + c)]);
+        }
+        ASSERT_LE(std::fabs(y[size_t(i * rows + r)] - acc), depth * 0x1p-24 * mag)
+            << rows << "x" << cols << " row " << r << " input " << i;
+      }
+    }
+    for (int64_t i : {int64_t{0}, int64_t{17}, n - 1}) {  // alone: the same bits
+      matmul(o.w, x.data() + i * cols, 1, one.data());
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), y.begin() + i * rows)) << "input " << i;
+    }
+    std::vector<float> parts(y.size());
+    matmul(o.w, x.data(), 5, parts.data());
+    matmul(o.w, x.data() + 5 * cols, n - 5, parts.data() + 5 * rows);
+    EXPECT_EQ(parts, y);
+    set_thread_count(1);
+    std::vector<float> threads1(y.size());
+    matmul(o.w, x.data(), n, threads1.data());
+    set_thread_count(0);
+    EXPECT_EQ(threads1, y);
+  }
+  set_matmul_isa("");
 }
 
 }  // namespace
