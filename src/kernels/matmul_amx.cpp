@@ -371,33 +371,45 @@ void pass(const uint16_t* buf, const uint32_t* b, int64_t next_tile, int64_t par
     _tile_loadd(0, cm[0], b_stride);
     if constexpr (P > 1) _tile_loadd(1, cm[1], b_stride);
   }
-  // One step into A register `ra` with B registers rb0 (input tile 0 or part 0), rb1, rb2.
-#define FLINT_AMX_STEP(s, ra, rb0, rb1, rb2)                                \
-  do {                                                                      \
-    const uint32_t* bs = b + (s)*b_tile_dwords;                             \
-    _tile_loadd(ra, buf + (s)*kTile * kStep, 2 * kStep);                    \
-    _tile_loadd(rb0, bs, b_stride);                                         \
-    if constexpr (P > 1) _tile_loadd(rb1, bs + next_tile, b_stride);        \
-    if constexpr (kParts > 1) _tile_loadd(rb1, bs + part_dwords, b_stride); \
-    _tile_dpbf16ps(0, ra, rb0);                                             \
-    if constexpr (P > 1) _tile_dpbf16ps(1, ra, rb1);                        \
-    if constexpr (kParts > 1) {                                             \
-      _tile_dpbf16ps(0, ra, rb1);                                           \
-      _tile_loadd(rb2, bs + 2 * part_dwords, b_stride);                     \
-      _tile_dpbf16ps(0, ra, rb2);                                           \
-    }                                                                       \
+  // One step into A register `ra`: with input tiles, B registers rb0 (tile 0) and rb1 (tile 1);
+  // with parts, rb0, rb1, rb2 (parts 0, 1, 2). Two macros, because clang checks the tile
+  // numbers of every product written, even in a discarded `if constexpr` branch.
+#define FLINT_AMX_TILES(s, ra, rb0, rb1)                             \
+  do {                                                               \
+    const uint32_t* bs = b + (s)*b_tile_dwords;                      \
+    _tile_loadd(ra, buf + (s)*kTile * kStep, 2 * kStep);             \
+    _tile_loadd(rb0, bs, b_stride);                                  \
+    if constexpr (P > 1) _tile_loadd(rb1, bs + next_tile, b_stride); \
+    _tile_dpbf16ps(0, ra, rb0);                                      \
+    if constexpr (P > 1) _tile_dpbf16ps(1, ra, rb1);                 \
+  } while (0)
+#define FLINT_AMX_PARTS(s, ra, rb0, rb1, rb2)                 \
+  do {                                                        \
+    const uint32_t* bs = b + (s)*b_tile_dwords;               \
+    _tile_loadd(ra, buf + (s)*kTile * kStep, 2 * kStep);      \
+    _tile_loadd(rb0, bs, b_stride);                           \
+    _tile_loadd(rb1, bs + part_dwords, b_stride);             \
+    _tile_dpbf16ps(0, ra, rb0);                               \
+    _tile_dpbf16ps(0, ra, rb1);                               \
+    _tile_loadd(rb2, bs + 2 * part_dwords, b_stride);         \
+    _tile_dpbf16ps(0, ra, rb2);                               \
   } while (0)
   int64_t s = 0;
-  for (; s + 2 <= sb; s += 2) {
-    FLINT_AMX_STEP(s, 2, 4, 5, 6);
-    if constexpr (kParts > 1) {
-      FLINT_AMX_STEP(s + 1, 3, 7, 1, 4);  // tmm1 is free with one input tile
-    } else {
-      FLINT_AMX_STEP(s + 1, 3, 6, 7, 6);
+  if constexpr (kParts > 1) {
+    for (; s + 2 <= sb; s += 2) {
+      FLINT_AMX_PARTS(s, 2, 4, 5, 6);
+      FLINT_AMX_PARTS(s + 1, 3, 7, 1, 4);  // tmm1 is free with one input tile
     }
+    if (s < sb) FLINT_AMX_PARTS(s, 2, 4, 5, 6);
+  } else {
+    for (; s + 2 <= sb; s += 2) {
+      FLINT_AMX_TILES(s, 2, 4, 5);
+      FLINT_AMX_TILES(s + 1, 3, 6, 7);
+    }
+    if (s < sb) FLINT_AMX_TILES(s, 2, 4, 5);
   }
-  if (s < sb) FLINT_AMX_STEP(s, 2, 4, 5, 6);
-#undef FLINT_AMX_STEP
+#undef FLINT_AMX_PARTS
+#undef FLINT_AMX_TILES
   if (store) {
     _tile_stored(0, cm[0], b_stride);
     if constexpr (P > 1) _tile_stored(1, cm[1], b_stride);
