@@ -17,7 +17,8 @@ struct RunFlags {
   std::string matmul_kernels = "auto";
 
   void add_to(FlagParser& parser);
-  // Applies threads, log level and matmul kernels; returns the parsed quantisation mode (UsageError if bad).
+  // Applies threads, log level and matmul kernels; returns the parsed quantisation mode
+  // (UsageError if bad).
   QuantSimulation apply() const;
 };
 

@@ -42,9 +42,8 @@ bool every_format(const WeightMatrix&) { return true; }
 // The variants this build and CPU can run, best first; the scalar one is always there.
 std::vector<const detail::MatmulIsa*> available_isas() {
   std::vector<const detail::MatmulIsa*> isas;
-  for (const detail::MatmulIsa* isa :
-       {detail::matmul_isa_avx512_bf16(), detail::matmul_isa_amx(), detail::matmul_isa_avx512(),
-        detail::matmul_isa_avx2()})
+  for (const detail::MatmulIsa* isa : {detail::matmul_isa_avx512_bf16(), detail::matmul_isa_amx(),
+                                       detail::matmul_isa_avx512(), detail::matmul_isa_avx2()})
     if (isa != nullptr) isas.push_back(isa);
   isas.push_back(&detail::matmul_isa_scalar());
   return isas;

@@ -383,16 +383,16 @@ void pass(const uint16_t* buf, const uint32_t* b, int64_t next_tile, int64_t par
     _tile_dpbf16ps(0, ra, rb0);                                      \
     if constexpr (P > 1) _tile_dpbf16ps(1, ra, rb1);                 \
   } while (0)
-#define FLINT_AMX_PARTS(s, ra, rb0, rb1, rb2)                 \
-  do {                                                        \
-    const uint32_t* bs = b + (s)*b_tile_dwords;               \
-    _tile_loadd(ra, buf + (s)*kTile * kStep, 2 * kStep);      \
-    _tile_loadd(rb0, bs, b_stride);                           \
-    _tile_loadd(rb1, bs + part_dwords, b_stride);             \
-    _tile_dpbf16ps(0, ra, rb0);                               \
-    _tile_dpbf16ps(0, ra, rb1);                               \
-    _tile_loadd(rb2, bs + 2 * part_dwords, b_stride);         \
-    _tile_dpbf16ps(0, ra, rb2);                               \
+#define FLINT_AMX_PARTS(s, ra, rb0, rb1, rb2)            \
+  do {                                                   \
+    const uint32_t* bs = b + (s)*b_tile_dwords;          \
+    _tile_loadd(ra, buf + (s)*kTile * kStep, 2 * kStep); \
+    _tile_loadd(rb0, bs, b_stride);                      \
+    _tile_loadd(rb1, bs + part_dwords, b_stride);        \
+    _tile_dpbf16ps(0, ra, rb0);                          \
+    _tile_dpbf16ps(0, ra, rb1);                          \
+    _tile_loadd(rb2, bs + 2 * part_dwords, b_stride);    \
+    _tile_dpbf16ps(0, ra, rb2);                          \
   } while (0)
   int64_t s = 0;
   if constexpr (kParts > 1) {
